@@ -1,0 +1,120 @@
+package envelope
+
+import "time"
+
+// Event types: the frame's event_type field, and how FromWire picks a model.
+const (
+	EventContentFetch     = "content_fetch"
+	EventBlobAvailable    = "blob_available"
+	EventFetchFailed      = "fetch_failed"
+	EventFetchPolicyState = "fetch_policy_state"
+)
+
+// SchemaVersion is the only schema version of every model this package
+// writes and fully decodes.
+const SchemaVersion = 1
+
+// ContentType is the frame's content_type field: payloads are JSON.
+const ContentType = "application/json"
+
+// Model is one of the four payloads: *ContentFetch, *BlobAvailable,
+// *FetchFailed or *FetchPolicyState.
+type Model interface {
+	// EventType is the payload's event_type.
+	EventType() string
+	// Key is the frame's idempotency key, derived per payload type.
+	Key() string
+	// When is the model's occurred_at.
+	When() time.Time
+	// Version is the model's schema_version.
+	Version() int
+}
+
+// ContentFetch is the command an issuer publishes on content.fetch.
+type ContentFetch struct {
+	SchemaVersion int
+	OccurredAt    time.Time
+	// CommandID is the sole correlator and dedupe key.
+	CommandID string
+	URL       string
+	// InfoSourceID is echoed verbatim on both facts; never parsed or branched on.
+	InfoSourceID string
+	// Headers is nil when the command carried no headers (JSON null or absent).
+	Headers map[string]string
+	// TimeoutSeconds is nil when absent. It may hold NaN or ±Inf decoded from
+	// Python's JSON tokens; the guard refuses those, the codec does not.
+	TimeoutSeconds *float64
+}
+
+// BlobAvailable is the success fact: the bytes are stored at BlobURI.
+type BlobAvailable struct {
+	SchemaVersion int
+	OccurredAt    time.Time
+	// ContentFingerprint is the lowercase hex sha256 of the stored bytes.
+	ContentFingerprint string
+	BlobURI            string
+	SizeBytes          int64
+	// MediaType is normalized: before ';', trimmed, lower-cased,
+	// application/octet-stream when absent.
+	MediaType    string
+	URL          string
+	CommandID    string
+	InfoSourceID string
+
+	// Optional enrichments; nil means nobody said.
+	FinalURL       *string
+	StatusCode     *int
+	FetchedAt      *time.Time
+	ContentTypeRaw *string
+	ETag           *string
+	LastModified   *string
+	BlobExpiresAt  *time.Time
+}
+
+// FetchFailed is the failure fact.
+type FetchFailed struct {
+	SchemaVersion int
+	OccurredAt    time.Time
+	CommandID     string
+	URL           string
+	InfoSourceID  string
+	Reason        Reason
+	Terminal      bool
+	// StatusCode is set for http_status and not_modified.
+	StatusCode *int
+	// Attempts is set only when the attempt count is why the command closed.
+	Attempts *int
+	// Detail is bounded free text for operators; never a header value.
+	Detail *string
+}
+
+// FetchPolicyState is one host's politeness setting on content.fetch-policy.
+type FetchPolicyState struct {
+	SchemaVersion int
+	OccurredAt    time.Time
+	// Host is a hostname, lower-cased, without a port.
+	Host string
+	// MinIntervalSeconds is nil when the publisher gave no number; 0 is a real
+	// value meaning no spacing.
+	MinIntervalSeconds *float64
+	Revoked            bool
+}
+
+// Reason is a fetch_failed reason token. Consumers must treat tokens they do
+// not know as opaque.
+type Reason string
+
+// The reason tokens the worker emits. Every one of them is terminal.
+const (
+	ReasonHTTPStatus               Reason = "http_status"
+	ReasonNotModified              Reason = "not_modified"
+	ReasonNotFetchable             Reason = "not_fetchable"
+	ReasonTooLarge                 Reason = "too_large"
+	ReasonDestinationRefused       Reason = "destination_refused"
+	ReasonUnsupportedSchemaVersion Reason = "unsupported_schema_version"
+	ReasonInvalidRequestOptions    Reason = "invalid_request_options"
+	ReasonHandlerError             Reason = "handler_error"
+)
+
+// Ptr returns a pointer to v; handy for the optional fields.
+func Ptr[T any](v T) *T { return &v }

@@ -1,0 +1,37 @@
+// Package policy decides how often each origin may be asked: per-host floors
+// from content.fetch-policy, minimum spacing between requests, and escalation
+// when an origin answers 429 or 503.
+package policy
+
+import (
+	"context"
+	"time"
+)
+
+// Reservation is a pacing decision for one request.
+type Reservation struct {
+	// Wait is how long the caller must wait before sending the request.
+	Wait time.Duration
+	// OK is true when the slot was taken: the request is recorded as going
+	// out after Wait, and the caller must wait that long and then send it.
+	// False when Wait exceeded the caller's maxWait: nothing was recorded
+	// and the caller parks the request.
+	OK bool
+	// Interval is the spacing in force for the host at the decision.
+	Interval time.Duration
+}
+
+// Pacer spaces requests per host. Hosts are hostnames, lower-cased, without
+// a port.
+//
+// Implementations are safe for concurrent use.
+type Pacer interface {
+	// Reserve decides when a request to host may go out. When the wait is no
+	// longer than maxWait the slot is taken atomically (so concurrent callers
+	// are spaced from one another); otherwise nothing is recorded.
+	Reserve(ctx context.Context, host string, maxWait time.Duration) (Reservation, error)
+	// Refused reports that host answered 429 or 503, with the delay its
+	// Retry-After asked for (0 when absent, malformed or past). It returns the
+	// interval now in force.
+	Refused(ctx context.Context, host string, retryAfter time.Duration) (time.Duration, error)
+}

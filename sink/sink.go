@@ -1,0 +1,60 @@
+// Package sink defines the content-addressed blob store the fetcher streams
+// bodies into. Identical bytes are one blob; storing them again is a no-op
+// that refreshes the blob's retention clock. Backends live in subpackages
+// (local, gcs, memory) and all pass the sinktest conformance suite.
+package sink
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Errors returned by every backend, wrapped with detail; check them with
+// errors.Is.
+var (
+	// ErrTooLarge means the stream held more bytes than the limit allowed.
+	// Nothing was stored.
+	ErrTooLarge = errors.New("sink: blob exceeds size limit")
+	// ErrNotFound means no blob has the fingerprint asked for.
+	ErrNotFound = errors.New("sink: blob not found")
+)
+
+// Blob describes stored bytes.
+type Blob struct {
+	// Fingerprint is the lowercase hex sha256 of the bytes.
+	Fingerprint string
+	// Size is the number of bytes.
+	Size int64
+	// URI names the blob: file://… or gs://…
+	URI string
+	// Created is true when these bytes were written by this call, false when
+	// identical bytes were already stored and only re-referenced.
+	Created bool
+	// ExpiresAt is when the backend may reap the blob, computed from a time
+	// read before the store began so it is never later than the real reap.
+	// Zero when the backend never reaps.
+	ExpiresAt time.Time
+}
+
+// Sink is a content-addressed blob store.
+//
+// Implementations are safe for concurrent use.
+type Sink interface {
+	// Put reads r once to EOF, hashing as it goes, and stores the bytes under
+	// their sha256. A limit > 0 bounds the bytes accepted: a stream holding
+	// more returns an error wrapping ErrTooLarge and stores nothing. A blob
+	// appears at its final name only complete; an error or a cancelled ctx
+	// leaves nothing there.
+	Put(ctx context.Context, r io.Reader, limit int64) (Blob, error)
+	// Open returns the stored bytes of a fingerprint, or an error wrapping
+	// ErrNotFound.
+	Open(ctx context.Context, fingerprint string) (io.ReadCloser, error)
+}
+
+// Ceiling is implemented by backends with a total-size ceiling (local).
+// Full reports whether new stores should wait until space is freed.
+type Ceiling interface {
+	Full() bool
+}
