@@ -1,0 +1,62 @@
+// Package guard decides what a fetch of an untrusted command may look like
+// and where it may go: the request-options sanitizer (SPEC 5) and the
+// destination guard (SPEC 6). It is pure — the standard library and
+// golang.org/x/net/http/httpguts only — so an issuer can embed the same rules
+// the worker applies.
+//
+// # Request options
+//
+// SanitizeOptions, SanitizeHeaders and SanitizeTimeout check a command's
+// headers and timeout_seconds. Everything they object to is refused, never
+// adjusted, with an *OptionsError that wraps ErrInvalidOptions and names the
+// rule (Rule* constants) and the header as the issuer spelled it. Only two
+// things change on the way through: names are lower-cased, so an issuer's
+// header replaces the default of the same name rather than joining it, and
+// surrounding white space is trimmed from values. Refused: hop-by-hop names,
+// host, content-length, proxy-*; names that are not RFC 9110 tokens; names
+// equal after lower-casing; values with a byte outside \x20-\x7e; more than
+// MaxHeaders headers or MaxHeaderBytes bytes; a timeout that is not a positive
+// finite number of seconds within the ceiling. Header values never appear in
+// an error message.
+//
+// # Validator screening for issuers
+//
+// A refusal is terminal and decided from the command alone, so an issuer
+// that replays a stored validator the worker will not send is refused on
+// every cycle, forever. SendableValidator answers "would this etag or
+// last_modified be sent back?" and ScreenHeaders runs the full header rules
+// at mint time: drop what fails and mint an unconditional command instead.
+//
+// # Destination guard
+//
+// A Guard refuses any destination that is not globally reachable unicast:
+// every IPv4 and IPv6 range of SPEC 6 (see ranges.go, one entry per line
+// with its RFC). A refusal is a *RefusedError wrapping ErrRefused; a resolver
+// failure wraps ErrResolve instead, since DNS trouble is transient while a
+// refusal is permanent. Options.Allow is the only way to loosen it.
+//
+// One address is judged in this order: zone stripped; inside Allow → passes;
+// an IPv6 address carrying an IPv4 (IPv4-mapped, NAT64 64:ff9b::/96 and
+// 64:ff9b:1::/48, 6to4, Teredo) → judged by that IPv4 alone; otherwise
+// refused if the deny table of its family holds it.
+//
+// A destination is judged three times on the way to a socket: CheckURL or
+// CheckHost before anything is sent (IP literals in every spelling — decimal,
+// hex, octal, short forms, zones — are read as the address they mean; a name
+// is resolved and every answer judged); DialContext, which the fetcher's
+// http.Transport uses, resolves again and judges again; and Control, the
+// dialer's hook, judges the exact ip:port being connected. The last check is
+// what closes DNS rebinding and covers every redirect hop, whatever resolved
+// the name.
+//
+// # What it does not claim
+//
+// The guard judges addresses, not intent. It does not stop a public origin
+// that proxies requests onward, nor traffic to a private network that an
+// operator's routing makes reachable through a public address. It judges
+// only the IPv4 that NAT64, 6to4 and Teredo addresses carry in their
+// standard positions; other translation schemes inside 2000::/3 pass as
+// ordinary global unicast. Proxies configured on the transport are outside
+// its view: the fetcher must dial origins directly. Scheme, URL syntax, port
+// policy, redirects and credentials are the fetcher's rules.
+package guard
