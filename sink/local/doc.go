@@ -1,0 +1,48 @@
+// Package local is the file:// sink.Sink: blobs live under one directory,
+// sharded two levels deep by the first two hex pairs of their sha256,
+//
+//	file://<abs dir>/<ab>/<cd>/<sha256>.bin
+//
+// # Writing
+//
+// Put streams the body into a temp file in the root of the tree
+// (".put.<random>.tmp"), hashing on the way and refusing more than the
+// limit, then fsyncs it, checks the context one last time and renames it
+// to its final name. A blob is therefore only ever seen complete; a failed,
+// cancelled or oversized Put removes its temp. If the final name already
+// exists the temp is dropped and the existing file's mtime is touched, which
+// restarts its retention clock (Created is false).
+//
+// Files are made 0644 and directories the sink creates 0755 whatever the
+// umask, because another service reads the blobs by their URI. Directories
+// that already exist are never re-moded: they belong to whoever made them.
+// New warns through the Logger about any level from / down to the root that
+// others cannot traverse, since blobs stored under it would be announced but
+// unreadable.
+//
+// # Sweeping
+//
+// The tree holds three populations. Sweep removes, in this order, *.bin
+// files whose mtime is older than TTL, temp files (".*.tmp", at the root or
+// in a shard) older than TempGrace, and then shard directories left empty,
+// by rmdir only so a directory something was just written into survives.
+// Temps get their own, longer grace because a temp is an in-flight write
+// until proven otherwise. Run sweeps on an interval.
+//
+// # Ceiling
+//
+// The sweep measures the bytes the tree holds (blobs and temps, since a
+// crash loop fills the disk with temps too); between sweeps each new blob
+// adds its size to that figure. Full reports whether the figure has reached
+// MaxTotalBytes, and the fetcher stops storing until a sweep frees space.
+// The sweep never reaps a blob early to make room.
+//
+// # Concurrency
+//
+// A Sink is safe for concurrent use. Within one process, Puts and the sweep
+// serialise on a lock per top-level shard around the publish step, so a
+// re-referenced blob is never reaped under its caller and a shard is never
+// removed under a rename. Several processes may share a tree: the remaining
+// cross-process races end with a retried rename or a blob reported
+// Created by two writers, never with a partial blob.
+package local

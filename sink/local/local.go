@@ -1,0 +1,396 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/replicator-go/replicator/sink"
+)
+
+// Defaults for the zero fields of Options; they match the REPLICATOR_BLOB_*
+// settings of the same names.
+const (
+	DefaultDir           = "blobs"
+	DefaultTTL           = 604800 * time.Second
+	DefaultTempGrace     = 3600 * time.Second
+	DefaultMaxTotalBytes = 2 << 30
+	DefaultSweepInterval = 900 * time.Second
+)
+
+const (
+	blobMode = 0o644 // read by other services through the file:// URI
+	dirMode  = 0o755
+
+	blobSuffix = ".bin"
+	tempPrefix = ".put."
+	tempSuffix = ".tmp"
+)
+
+// Options configures a Sink. The zero value stores into ./blobs with the
+// default retention and ceiling.
+type Options struct {
+	// Dir is the root of the blob tree, made absolute by New (so a later
+	// chdir moves nothing). Default "blobs". It is created, with any
+	// missing parents, if absent.
+	Dir string
+	// TTL is how long a blob survives after its last Put. Default 7 days.
+	TTL time.Duration
+	// TempGrace is how old a temp file must be before the sweep treats it
+	// as debris from a crashed write. Default 1 hour.
+	TempGrace time.Duration
+	// MaxTotalBytes is the ceiling on the bytes the tree holds, blobs and
+	// temps together, at which Full reports true. Default 2 GiB; a
+	// negative value disables the ceiling (Full is then always false).
+	MaxTotalBytes int64
+	// Logger receives the start-up traversal warning and sweep summaries.
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Sink stores blobs as files under one directory. Create one with New.
+//
+// A Sink is safe for concurrent use; several processes may share a tree.
+type Sink struct {
+	dir       string
+	ttl       time.Duration
+	tempGrace time.Duration
+	maxTotal  int64
+	log       *slog.Logger
+
+	// Test seams: the clock, and a wrapper around the temp file's writer
+	// through which tests simulate a full disk.
+	now      func() time.Time
+	wrapTemp func(io.Writer) io.Writer
+
+	// One lock per top-level shard ("00".."ff"), held around publishing a
+	// blob and around the sweep's stat-and-unlink and rmdir in that shard.
+	shards [256]sync.Mutex
+
+	usageMu sync.Mutex
+	base    int64 // bytes measured by the last sweep
+	added   int64 // bytes of blobs created since that sweep began
+}
+
+var (
+	_ sink.Sink    = (*Sink)(nil)
+	_ sink.Ceiling = (*Sink)(nil)
+)
+
+// New opens (creating if needed) the blob tree at opts.Dir. It logs a
+// warning for every directory level from / down to the root that others
+// cannot traverse (no o+x), because blobs stored there could not be read by
+// the services their URIs are announced to.
+func New(opts Options) (*Sink, error) {
+	if opts.Dir == "" {
+		opts.Dir = DefaultDir
+	}
+	if opts.TTL < 0 || opts.TempGrace < 0 {
+		return nil, fmt.Errorf("local: negative TTL (%v) or TempGrace (%v)", opts.TTL, opts.TempGrace)
+	}
+	if opts.TTL == 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.TempGrace == 0 {
+		opts.TempGrace = DefaultTempGrace
+	}
+	if opts.MaxTotalBytes == 0 {
+		opts.MaxTotalBytes = DefaultMaxTotalBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("local: blob dir: %w", err)
+	}
+	if err := ensureDir(dir); err != nil {
+		return nil, err
+	}
+	s := &Sink{
+		dir:       dir,
+		ttl:       opts.TTL,
+		tempGrace: opts.TempGrace,
+		maxTotal:  opts.MaxTotalBytes,
+		log:       opts.Logger,
+		now:       time.Now,
+	}
+	s.warnIfUnreachable()
+	return s, nil
+}
+
+// Dir returns the absolute root of the blob tree.
+func (s *Sink) Dir() string { return s.dir }
+
+// Path returns the file a blob with this fingerprint is stored at. The
+// fingerprint must be valid (see sink.ValidFingerprint).
+func (s *Sink) Path(fingerprint string) string {
+	return filepath.Join(s.dir, fingerprint[0:2], fingerprint[2:4], fingerprint+blobSuffix)
+}
+
+// URI returns the file:// URI Put announces for a fingerprint: the Path,
+// percent-encoded where needed.
+func (s *Sink) URI(fingerprint string) string {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(s.Path(fingerprint))}).String()
+}
+
+// Put implements sink.Sink; see the package documentation for the steps.
+func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {
+	return s.PutAt(ctx, s.now(), r, limit)
+}
+
+// PutAt is Put with the time the store began given explicitly. ExpiresAt
+// is now+TTL, and the blob's mtime, which the sweep ages it by, is set to
+// now when it is created and moved forward to now when it is re-referenced,
+// so the announced expiry never outruns the sweep.
+func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int64) (sink.Blob, error) {
+	if err := ctx.Err(); err != nil {
+		return sink.Blob{}, err
+	}
+	f, err := os.CreateTemp(s.dir, tempPrefix+"*"+tempSuffix)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The root was removed from under us; recreate it once.
+		if err = ensureDir(s.dir); err == nil {
+			f, err = os.CreateTemp(s.dir, tempPrefix+"*"+tempSuffix)
+		}
+	}
+	if err != nil {
+		return sink.Blob{}, fmt.Errorf("local: create temp: %w", err)
+	}
+	tmp := f.Name()
+	keep := false
+	defer func() {
+		if !keep {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+
+	var w io.Writer = f
+	if s.wrapTemp != nil {
+		w = s.wrapTemp(f)
+	}
+	fp, n, err := sink.Copy(ctx, w, r, limit)
+	if err != nil {
+		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
+	}
+	// CreateTemp makes the file 0600 and chmod ignores the umask.
+	if err := f.Chmod(blobMode); err != nil {
+		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
+	}
+	// Without the fsync a machine crash could leave the final name holding
+	// fewer bytes than its sha256 claims.
+	if err := f.Sync(); err != nil {
+		return sink.Blob{}, fmt.Errorf("local: put: fsync: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return sink.Blob{}, err
+	}
+	created, err := s.publish(tmp, fp, now)
+	if err != nil {
+		return sink.Blob{}, err
+	}
+	keep = created // the temp is now the blob; otherwise it is still ours to remove
+	if created {
+		s.usageMu.Lock()
+		s.added += n
+		s.usageMu.Unlock()
+	}
+	return sink.Blob{
+		Fingerprint: fp,
+		Size:        n,
+		URI:         s.URI(fp),
+		Created:     created,
+		ExpiresAt:   now.Add(s.ttl),
+	}, nil
+}
+
+// publish moves the finished temp to the blob's final name, or, when the
+// blob already exists, touches it instead. It holds the shard's lock so
+// the sweep cannot reap the blob between the check and the touch, nor
+// remove the shard between its mkdir and the rename.
+func (s *Sink) publish(tmp, fp string, now time.Time) (created bool, err error) {
+	mu := s.shardLock(fp[0:2])
+	mu.Lock()
+	defer mu.Unlock()
+	final := s.Path(fp)
+	// A few attempts, because another process sharing the tree may sweep
+	// the file or its shard away between two of these steps.
+	for attempt := 1; ; attempt++ {
+		fi, err := os.Lstat(final)
+		switch {
+		case err == nil && !fi.Mode().IsRegular():
+			return false, fmt.Errorf("local: %s exists and is not a regular file", final)
+		case err == nil:
+			if !fi.ModTime().Before(now) {
+				return false, nil // touched at least as recently already
+			}
+			err = os.Chtimes(final, now, now)
+			if err == nil {
+				return false, nil
+			}
+			if !errors.Is(err, fs.ErrNotExist) || attempt >= 3 {
+				return false, fmt.Errorf("local: touch blob: %w", err)
+			}
+			continue // reaped since the Lstat: publish ours instead
+		case !errors.Is(err, fs.ErrNotExist):
+			return false, fmt.Errorf("local: stat blob: %w", err)
+		}
+		if err := ensureDir(filepath.Dir(final)); err != nil {
+			return false, err
+		}
+		// The blob's retention clock starts when the store began, the time
+		// ExpiresAt is computed from.
+		if err := os.Chtimes(tmp, now, now); err != nil {
+			return false, fmt.Errorf("local: publish blob: %w", err)
+		}
+		err = os.Rename(tmp, final)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || attempt >= 3 {
+			return false, fmt.Errorf("local: publish blob: %w", err)
+		}
+	}
+}
+
+// Open implements sink.Sink. The caller closes the returned *os.File.
+func (s *Sink) Open(ctx context.Context, fingerprint string) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := sink.CheckFingerprint(fingerprint); err != nil {
+		return nil, fmt.Errorf("local: open: %w", err)
+	}
+	f, err := os.Open(s.Path(fingerprint))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("local: open %s: %w", fingerprint, sink.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local: open: %w", err)
+	}
+	return f, nil
+}
+
+// Usage returns the bytes the tree holds: the last sweep's measurement plus
+// the size of every blob created since that sweep began. It is zero until
+// the first sweep has measured the tree.
+func (s *Sink) Usage() int64 {
+	s.usageMu.Lock()
+	defer s.usageMu.Unlock()
+	return s.base + s.added
+}
+
+// Full reports whether Usage has reached MaxTotalBytes; always false when
+// the ceiling is disabled. It implements sink.Ceiling.
+func (s *Sink) Full() bool {
+	return s.maxTotal > 0 && s.Usage() >= s.maxTotal
+}
+
+func (s *Sink) shardLock(top string) *sync.Mutex {
+	i, err := strconv.ParseUint(top, 16, 8)
+	if err != nil {
+		i = 0 // not a shard name; any fixed lock will do
+	}
+	return &s.shards[i]
+}
+
+// ensureDir creates dir and any missing parents one level at a time, each
+// chmodded to 0755 because Mkdir's mode is masked by the umask and a 0700
+// level anywhere would hide the blobs from other readers. Levels that
+// already exist are left as they are.
+func ensureDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("local: %s is not a directory", dir)
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("local: %w", err)
+	}
+	var missing []string
+	for p := dir; ; {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		}
+		missing = append(missing, p)
+		parent := filepath.Dir(p)
+		if parent == p {
+			break
+		}
+		p = parent
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		p := missing[i]
+		if err := os.Mkdir(p, dirMode); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				continue // made concurrently: its mode is its maker's
+			}
+			return fmt.Errorf("local: %w", err)
+		}
+		if err := os.Chmod(p, dirMode); err != nil {
+			return fmt.Errorf("local: %w", err)
+		}
+	}
+	return nil
+}
+
+// level is one directory that others cannot traverse.
+type level struct {
+	path string
+	mode fs.FileMode
+}
+
+// unreachableLevels lists every level from dir up to / lacking o+x.
+func unreachableLevels(dir string) ([]level, error) {
+	var blocked []level
+	for p := dir; ; {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			blocked = append(blocked, level{p, fi.Mode().Perm()})
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return blocked, nil
+		}
+		p = parent
+	}
+}
+
+// warnIfUnreachable logs, never fails: a single-user deployment where
+// nothing else reads the blobs is legitimate.
+func (s *Sink) warnIfUnreachable() {
+	blocked, err := unreachableLevels(s.dir)
+	if err != nil {
+		s.log.Warn("local: could not check whether the blob directory is traversable",
+			slog.String("blob_dir", s.dir), slog.String("error", err.Error()))
+		return
+	}
+	if len(blocked) == 0 {
+		return
+	}
+	names := make([]string, len(blocked))
+	for i, l := range blocked {
+		names[i] = fmt.Sprintf("%s (%#o)", l.path, l.mode)
+	}
+	s.log.Warn("local: blob directory is not traversable by other users; blob URIs will be announced but unreadable to other services",
+		slog.String("blob_dir", s.dir), slog.String("blocked_at", strings.Join(names, ", ")))
+}

@@ -1,0 +1,141 @@
+// Package memory is an in-memory sink.Sink, for tests and for programs that
+// embed the fetcher and consume bodies in the same process.
+//
+// Blobs are held in a map from fingerprint to bytes and are named
+// "mem://<sha256>". With a TTL, a blob not re-referenced within it is
+// treated as gone: Open reports sink.ErrNotFound and a later Put stores it
+// afresh. Expired blobs are dropped when touched or by Sweep, so a process
+// that embeds this sink with a TTL should call Sweep now and then.
+package memory
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/replicator-go/replicator/sink"
+)
+
+// Options configures a Sink. The zero value is a sink that never expires
+// anything.
+type Options struct {
+	// TTL is how long a blob lives after its last Put. Zero or negative
+	// means forever, and Blob.ExpiresAt is then zero.
+	TTL time.Duration
+}
+
+// Sink is an in-memory content-addressed store. Create one with New.
+//
+// A Sink is safe for concurrent use.
+type Sink struct {
+	ttl time.Duration
+	now func() time.Time // seam for tests
+
+	mu    sync.Mutex
+	blobs map[string]*entry
+}
+
+type entry struct {
+	data    []byte
+	touched time.Time
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New returns an empty Sink.
+func New(opts Options) *Sink {
+	return &Sink{ttl: opts.TTL, now: time.Now, blobs: make(map[string]*entry)}
+}
+
+// URI returns the name Put gives the blob with this fingerprint.
+func URI(fingerprint string) string { return "mem://" + fingerprint }
+
+// Put implements sink.Sink. The bytes are read into memory before the blob
+// becomes visible, so a failed or cancelled Put leaves nothing behind.
+func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {
+	return s.PutAt(ctx, s.now(), r, limit)
+}
+
+// PutAt is Put with the store's start time given explicitly; ExpiresAt is
+// now+TTL and the blob's retention clock restarts at now.
+func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int64) (sink.Blob, error) {
+	var buf bytes.Buffer
+	fp, n, err := sink.Copy(ctx, &buf, r, limit)
+	if err != nil {
+		return sink.Blob{}, fmt.Errorf("memory: put: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return sink.Blob{}, err
+	}
+	b := sink.Blob{Fingerprint: fp, Size: n, URI: URI(fp)}
+	if s.ttl > 0 {
+		b.ExpiresAt = now.Add(s.ttl)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.blobs[fp]; ok && !s.expired(e, now) {
+		if now.After(e.touched) {
+			e.touched = now
+		}
+		return b, nil
+	}
+	// Clone so the map never pins a larger buffer than the blob.
+	s.blobs[fp] = &entry{data: bytes.Clone(buf.Bytes()), touched: now}
+	b.Created = true
+	return b, nil
+}
+
+// Open implements sink.Sink. The returned reader shares the stored bytes,
+// which are never modified.
+func (s *Sink) Open(ctx context.Context, fingerprint string) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := sink.CheckFingerprint(fingerprint); err != nil {
+		return nil, fmt.Errorf("memory: open: %w", err)
+	}
+	now := s.now()
+	s.mu.Lock()
+	e, ok := s.blobs[fingerprint]
+	if ok && s.expired(e, now) {
+		delete(s.blobs, fingerprint)
+		ok = false
+	}
+	s.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("memory: open %s: %w", fingerprint, sink.ErrNotFound)
+	}
+	return io.NopCloser(bytes.NewReader(e.data)), nil
+}
+
+// Sweep drops every blob whose TTL has run out and returns how many it
+// dropped. It does nothing when the sink has no TTL.
+func (s *Sink) Sweep() int { return s.SweepAt(s.now()) }
+
+// SweepAt is Sweep with the current time given explicitly.
+func (s *Sink) SweepAt(now time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for fp, e := range s.blobs {
+		if s.expired(e, now) {
+			delete(s.blobs, fp)
+			n++
+		}
+	}
+	return n
+}
+
+// Len returns the number of blobs held, expired or not.
+func (s *Sink) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.blobs)
+}
+
+func (s *Sink) expired(e *entry, now time.Time) bool {
+	return s.ttl > 0 && !now.Before(e.touched.Add(s.ttl))
+}
