@@ -1,12 +1,14 @@
-// Package policy decides how often each origin may be asked: per-host floors
-// from content.fetch-policy, minimum spacing between requests, and escalation
-// when an origin answers 429 or 503.
 package policy
 
 import (
 	"context"
+	"errors"
 	"time"
 )
+
+// ErrEmptyHost is returned by a pacer asked about an empty host. Such a URL
+// is unfetchable anyway; pacing it under "" would space unrelated commands.
+var ErrEmptyHost = errors.New("policy: empty host")
 
 // Reservation is a pacing decision for one request.
 type Reservation struct {

@@ -1,0 +1,306 @@
+package policy
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults and the escalation curve. The curve is mechanism, not policy: the
+// numbers an operator owns travel on content.fetch-policy.
+const (
+	// DefaultInterval is the floor of a host with no published policy when
+	// the options leave it unset (REPLICATOR_MIN_HOST_INTERVAL_SECONDS).
+	DefaultInterval = time.Second
+	// DefaultMaxHosts is how many hosts a Local pacer tracks before it
+	// prunes; it is also the least MaxHosts may be.
+	DefaultMaxHosts = 4096
+	// EscalationFirstStep is the least the first 429/503 raises a host to,
+	// so a fast floor becomes meaningfully slower after one refusal.
+	EscalationFirstStep = 2 * time.Second
+	// EscalationHeadroom is how far above its floor escalation may take a
+	// host (headroom, not an absolute cap, so slow floors still escalate).
+	EscalationHeadroom = 60 * time.Second
+	// EscalationReset is how long after its last refusal a host drops back to
+	// its floor, in one step.
+	EscalationReset = 1800 * time.Second
+)
+
+// Floors is where a pacer reads a host's published floor. ok is false when
+// the host has no policy (never published, or revoked): the pacer then uses
+// its default interval, never "unlimited". A floor of 0 is a real answer (no
+// spacing).
+//
+// Implementations must be safe for concurrent use; pacers call Floor on every
+// decision, so it should be cheap.
+type Floors interface {
+	Floor(host string) (time.Duration, bool)
+}
+
+// maxInterval bounds every interval the package handles, so that doubling it
+// and the arithmetic in the Redis script (microseconds in a Lua double) stay
+// exact. No origin needs ten years between requests.
+const maxInterval = 10 * 365 * 24 * time.Hour
+
+// LocalOptions configures a Local pacer. The zero value is valid and means
+// the defaults documented on each field.
+type LocalOptions struct {
+	// DefaultInterval is the floor of a host that Floors has no policy for
+	// (unknown or revoked). Nil means DefaultInterval (1 s); a pointer to 0
+	// means such hosts are not spaced at all; a negative value means the
+	// default.
+	DefaultInterval *time.Duration
+	// Floors supplies the per-host published floors, typically a *Table.
+	// It is read on every decision, so a republished policy applies at once.
+	// Nil means every host uses DefaultInterval. A negative floor from it is
+	// treated as absent.
+	Floors Floors
+	// MaxHosts is how many hosts may be tracked before pruning starts. Zero
+	// means DefaultMaxHosts; a smaller value is raised to DefaultMaxHosts.
+	// Pruning never drops a host whose spacing or escalation is still in
+	// force, so the bound may be exceeded while every host still matters.
+	MaxHosts int
+}
+
+// Local paces requests from one process: per-host minimum spacing between
+// requests that actually go out (not a token bucket: no bursts), raised on
+// 429/503 and reset after a quiet window. See the package documentation for
+// the rules.
+//
+// Create it with NewLocal; the zero value is not usable. A Local is safe for
+// concurrent use; decisions for all hosts share one mutex and never block.
+type Local struct {
+	def      time.Duration
+	floors   Floors
+	maxHosts int
+
+	mu    sync.Mutex
+	hosts map[string]hostState
+	// pruneNotBefore defers the next prune until something could be
+	// reclaimable, so a map over the bound with nothing to drop is not
+	// rebuilt on every new host.
+	pruneNotBefore time.Time
+	prunes         int // scans run, for tests
+}
+
+// hostState is what a pacer remembers about one host. esc is what the
+// escalation decided, never the interval in force: the floor is folded in
+// at each decision so a republished floor is never shadowed.
+type hostState struct {
+	last  time.Time     // when the latest request went (or will go) out
+	esc   time.Duration // escalated interval; 0 when none
+	escAt time.Time     // when the latest refusal was reported
+}
+
+// NewLocal returns a Local pacer with the given options.
+func NewLocal(opts LocalOptions) *Local {
+	l := &Local{
+		def:      resolveDefault(opts.DefaultInterval),
+		floors:   opts.Floors,
+		maxHosts: max(opts.MaxHosts, DefaultMaxHosts),
+		hosts:    make(map[string]hostState),
+	}
+	return l
+}
+
+func resolveDefault(d *time.Duration) time.Duration {
+	if d == nil || *d < 0 {
+		return DefaultInterval
+	}
+	return min(*d, maxInterval)
+}
+
+// Reserve is ReserveAt at the current time. It returns ctx.Err() if ctx is
+// already done, and ErrEmptyHost for an empty host.
+func (l *Local) Reserve(ctx context.Context, host string, maxWait time.Duration) (Reservation, error) {
+	if err := ctx.Err(); err != nil {
+		return Reservation{}, err
+	}
+	return l.ReserveAt(time.Now(), host, maxWait)
+}
+
+// ReserveAt decides, at now, when a request to host may go out. When the
+// wait is at most maxWait the request is recorded as going out at now+Wait
+// (so the next caller is spaced from it) and OK is true; otherwise nothing is
+// recorded. It returns ErrEmptyHost for an empty host.
+func (l *Local) ReserveAt(now time.Time, host string, maxWait time.Duration) (Reservation, error) {
+	host = strings.ToLower(host)
+	if host == "" {
+		return Reservation{}, ErrEmptyHost
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	floor := l.floorFor(host)
+	s, known := l.hosts[host]
+	interval, wait := floor, time.Duration(0)
+	var esc time.Duration
+	if known {
+		esc = liveEscalation(s, now)
+		interval = max(floor, esc)
+		if interval > 0 {
+			wait = max(0, interval-now.Sub(s.last))
+		}
+	}
+	if wait > maxWait {
+		return Reservation{Wait: wait, Interval: interval}, nil
+	}
+	next := hostState{last: now.Add(wait)}
+	if esc > 0 {
+		next.esc, next.escAt = s.esc, s.escAt
+	}
+	l.hosts[host] = next
+	if !known {
+		l.maybePrune(now)
+	}
+	return Reservation{Wait: wait, OK: true, Interval: interval}, nil
+}
+
+// Refused is RefusedAt at the current time. It returns ctx.Err() if ctx is
+// already done, and ErrEmptyHost for an empty host.
+func (l *Local) Refused(ctx context.Context, host string, retryAfter time.Duration) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return l.RefusedAt(time.Now(), host, retryAfter)
+}
+
+// RefusedAt records, at now, that host answered 429 or 503, with the delay
+// its Retry-After asked for (0 when absent, malformed or past), and returns
+// the interval now in force. It returns ErrEmptyHost for an empty host.
+func (l *Local) RefusedAt(now time.Time, host string, retryAfter time.Duration) (time.Duration, error) {
+	host = strings.ToLower(host)
+	if host == "" {
+		return 0, ErrEmptyHost
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	floor := l.floorFor(host)
+	s, known := l.hosts[host]
+	inForce := floor
+	last := now // a refusal means a request just went out, recorded or not
+	if known {
+		inForce = max(floor, liveEscalation(s, now))
+		last = s.last
+	}
+	esc := escalate(inForce, floor, retryAfter)
+	l.hosts[host] = hostState{last: last, esc: esc, escAt: now}
+	if !known {
+		l.maybePrune(now)
+	}
+	return max(floor, esc), nil
+}
+
+// Tracked returns how many hosts the pacer currently remembers.
+func (l *Local) Tracked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.hosts)
+}
+
+// mirror copies a decision the fleet pacer made into this pacer, so that if
+// Redis becomes unreachable the local fallback starts from what this worker
+// last knew rather than from nothing. goesOut is zero when no request was
+// recorded.
+func (l *Local) mirror(now time.Time, host string, goesOut time.Time, esc, escAge time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, known := l.hosts[host]
+	if !goesOut.IsZero() && goesOut.After(s.last) {
+		s.last = goesOut
+	}
+	if s.last.IsZero() {
+		s.last = now
+	}
+	if esc > 0 {
+		s.esc, s.escAt = esc, now.Add(-escAge)
+	} else {
+		s.esc, s.escAt = 0, time.Time{}
+	}
+	l.hosts[host] = s
+	if !known {
+		l.maybePrune(now)
+	}
+}
+
+// floorFor is the host's published floor, else the default. Read on every
+// decision rather than cached with the host's state.
+func (l *Local) floorFor(host string) time.Duration {
+	return floorFor(l.floors, l.def, host)
+}
+
+func floorFor(floors Floors, def time.Duration, host string) time.Duration {
+	if floors != nil {
+		if d, ok := floors.Floor(host); ok && d >= 0 {
+			return min(d, maxInterval)
+		}
+	}
+	return def
+}
+
+// liveEscalation is the escalation still in force at now, or 0 once the quiet
+// window since the last refusal has passed. Expiry is derived, not swept.
+func liveEscalation(s hostState, now time.Time) time.Duration {
+	if s.esc <= 0 || now.Sub(s.escAt) >= EscalationReset {
+		return 0
+	}
+	return s.esc
+}
+
+// escalate is the next escalation: the interval in force doubled (at least
+// the first step), raised to what Retry-After asked, capped at the headroom
+// above the floor. A Retry-After only ever raises it.
+func escalate(inForce, floor, retryAfter time.Duration) time.Duration {
+	stepped := max(inForce*2, EscalationFirstStep)
+	return min(max(stepped, retryAfter), floor+EscalationHeadroom)
+}
+
+// maybePrune drops hosts that can no longer change a decision, once the map
+// is over its bound. Called with l.mu held, only when a host was added.
+func (l *Local) maybePrune(now time.Time) {
+	if len(l.hosts) <= l.maxHosts || now.Before(l.pruneNotBefore) {
+		return
+	}
+	l.prunes++
+	for host, s := range l.hosts {
+		if !l.constrains(host, s, now) {
+			delete(l.hosts, host)
+		}
+	}
+	l.pruneNotBefore = time.Time{}
+	if len(l.hosts) <= l.maxHosts {
+		return
+	}
+	// Still over the bound: nothing left can be dropped before the earliest
+	// survivor lapses, so do not try again until then.
+	first := true
+	for host, s := range l.hosts {
+		at := l.reclaimableAt(host, s)
+		if first || at.Before(l.pruneNotBefore) {
+			l.pruneNotBefore, first = at, false
+		}
+	}
+}
+
+// constrains reports whether forgetting the host could change a later
+// decision: its spacing has not lapsed, or it still holds an escalation
+// (forgetting a recent refusal would be less polite, never more).
+func (l *Local) constrains(host string, s hostState, now time.Time) bool {
+	esc := liveEscalation(s, now)
+	if now.Sub(s.last) < max(l.floorFor(host), esc) {
+		return true
+	}
+	return esc > 0
+}
+
+// reclaimableAt is the earliest constrains could turn false: a lower bound,
+// since by the time the window closes the interval is back to the floor.
+func (l *Local) reclaimableAt(host string, s hostState) time.Time {
+	at := s.last.Add(l.floorFor(host))
+	if s.esc > 0 {
+		if w := s.escAt.Add(EscalationReset); w.After(at) {
+			at = w
+		}
+	}
+	return at
+}

@@ -1,0 +1,228 @@
+package policy
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// DefaultKeyPrefix is where the fleet pacer keeps its per-host keys.
+const DefaultKeyPrefix = "replicator:pace:"
+
+// defaultRedisTimeout bounds one pacing round trip, so a Redis that hangs
+// degrades to the local fallback instead of stalling every fetch.
+const defaultRedisTimeout = time.Second
+
+// keyGrace keeps a host's key this much longer than its spacing and
+// escalation need, so a floor republished a little higher still finds it.
+const keyGrace = 60 * time.Second
+
+// RedisOptions configures a Redis (fleet) pacer. The zero value is valid and
+// means the defaults documented on each field.
+type RedisOptions struct {
+	// DefaultInterval is the floor of a host Floors has no policy for, as in
+	// LocalOptions: nil means DefaultInterval (1 s), a pointer to 0 means no
+	// spacing, a negative value means the default.
+	DefaultInterval *time.Duration
+	// Floors supplies the per-host published floors (typically a *Table fed
+	// by a Reader); nil means every host uses DefaultInterval. Every worker
+	// should read the same policy stream so they agree on floors.
+	Floors Floors
+	// KeyPrefix is prepended to each host's key, "<prefix>{<host>}". Empty
+	// means DefaultKeyPrefix.
+	KeyPrefix string
+	// Fallback decides while Redis cannot. Nil means a Local built from
+	// DefaultInterval and Floors. It is also kept up to date with the fleet's
+	// decisions, so a degradation starts from what this worker last knew.
+	Fallback *Local
+	// Logger receives the degrade (WARN) and recovery (INFO) lines. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// Timeout bounds one Redis round trip; past it the decision is made by
+	// Fallback. Zero means 1 s.
+	Timeout time.Duration
+}
+
+// Redis paces a fleet: workers sharing one Redis (a single server or a
+// Cluster) share each host's spacing and escalation, so a fleet is exactly as
+// polite as one worker. Each decision is one single-key Lua script, atomic on
+// the server and timed by the server's clock, so workers on different
+// machines agree without synchronized clocks.
+//
+// If Redis fails, decisions fall back to a Local pacer (never to "no
+// pacing"), with one WARN when that starts and one INFO when Redis answers
+// again.
+//
+// Create it with NewRedis; the zero value is not usable. A Redis is safe for
+// concurrent use.
+type Redis struct {
+	client   rueidis.Client
+	def      time.Duration
+	floors   Floors
+	prefix   string
+	fallback *Local
+	log      *slog.Logger
+	timeout  time.Duration
+	degraded atomic.Bool
+}
+
+// paceScript makes the whole decision for one host. See pace.lua.
+//
+//go:embed pace.lua
+var paceLua string
+
+var paceScript = rueidis.NewLuaScript(paceLua)
+
+// The script's constant arguments, in microseconds.
+var (
+	argFirstStep = micros(EscalationFirstStep)
+	argHeadroom  = micros(EscalationHeadroom)
+	argReset     = micros(EscalationReset)
+	argGrace     = micros(keyGrace)
+)
+
+var errScriptReply = errors.New("policy: unexpected reply from the pace script")
+
+// NewRedis returns a fleet pacer that keeps its state in client's Redis.
+func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
+	r := &Redis{
+		client:   client,
+		def:      resolveDefault(opts.DefaultInterval),
+		floors:   opts.Floors,
+		prefix:   opts.KeyPrefix,
+		fallback: opts.Fallback,
+		log:      opts.Logger,
+		timeout:  opts.Timeout,
+	}
+	if r.prefix == "" {
+		r.prefix = DefaultKeyPrefix
+	}
+	if r.fallback == nil {
+		r.fallback = NewLocal(LocalOptions{DefaultInterval: &r.def, Floors: r.floors})
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.timeout <= 0 {
+		r.timeout = defaultRedisTimeout
+	}
+	return r
+}
+
+// Key returns the Redis key holding host's pacing state. The host is the
+// hash tag, so the key lives on one Cluster slot.
+func (r *Redis) Key(host string) string {
+	return r.prefix + "{" + strings.ToLower(host) + "}"
+}
+
+// Degraded reports whether decisions are currently made by the fallback
+// because Redis failed on the latest attempt.
+func (r *Redis) Degraded() bool { return r.degraded.Load() }
+
+// Reserve decides when a request to host may go out, against the fleet's
+// shared state. When the wait is at most maxWait the slot is taken
+// atomically; otherwise nothing is recorded. It returns ctx.Err() when ctx
+// ends, ErrEmptyHost for an empty host, and no error for a Redis failure
+// (the fallback decides).
+func (r *Redis) Reserve(ctx context.Context, host string, maxWait time.Duration) (Reservation, error) {
+	host = strings.ToLower(host)
+	if host == "" {
+		return Reservation{}, ErrEmptyHost
+	}
+	if err := ctx.Err(); err != nil {
+		return Reservation{}, err
+	}
+	v, err := r.exec(ctx, host, "reserve", max(maxWait, -time.Microsecond))
+	if err != nil {
+		if ctx.Err() != nil {
+			return Reservation{}, ctx.Err()
+		}
+		r.degrade(err)
+		return r.fallback.Reserve(ctx, host, maxWait)
+	}
+	r.recover()
+	res := Reservation{OK: v.ok, Wait: v.wait, Interval: v.interval}
+	now := time.Now()
+	var goesOut time.Time
+	if res.OK {
+		goesOut = now.Add(res.Wait)
+	}
+	r.fallback.mirror(now, host, goesOut, v.esc, v.escAge)
+	return res, nil
+}
+
+// Refused reports that host answered 429 or 503, with the delay its
+// Retry-After asked for (0 when absent, malformed or past), and returns the
+// interval now in force for the whole fleet. Errors are as for Reserve.
+func (r *Redis) Refused(ctx context.Context, host string, retryAfter time.Duration) (time.Duration, error) {
+	host = strings.ToLower(host)
+	if host == "" {
+		return 0, ErrEmptyHost
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	v, err := r.exec(ctx, host, "refuse", max(retryAfter, 0))
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		r.degrade(err)
+		return r.fallback.Refused(ctx, host, retryAfter)
+	}
+	r.recover()
+	r.fallback.mirror(time.Now(), host, time.Time{}, v.esc, v.escAge)
+	return v.interval, nil
+}
+
+// scriptResult is pace.lua's reply.
+type scriptResult struct {
+	ok       bool
+	wait     time.Duration
+	interval time.Duration
+	esc      time.Duration
+	escAge   time.Duration
+}
+
+func (r *Redis) exec(ctx context.Context, host, mode string, arg time.Duration) (scriptResult, error) {
+	floor := floorFor(r.floors, r.def, host)
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	resp := paceScript.Exec(ctx, r.client, []string{r.Key(host)}, []string{
+		mode, micros(floor), micros(arg), argFirstStep, argHeadroom, argReset, argGrace,
+	})
+	vals, err := resp.AsIntSlice()
+	if err != nil {
+		return scriptResult{}, err
+	}
+	if len(vals) != 5 {
+		return scriptResult{}, errScriptReply
+	}
+	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	return scriptResult{ok: vals[0] == 1, wait: us(vals[1]), interval: us(vals[2]), esc: us(vals[3]), escAge: us(vals[4])}, nil
+}
+
+func (r *Redis) degrade(err error) {
+	if r.degraded.CompareAndSwap(false, true) {
+		r.log.Warn("fleet pacing unavailable: pacing from this worker's own state until Redis answers", "error", err)
+	}
+}
+
+func (r *Redis) recover() {
+	if r.degraded.Load() && r.degraded.CompareAndSwap(true, false) {
+		r.log.Info("fleet pacing restored")
+	}
+}
+
+// micros formats d in whole microseconds, the script's unit: exact in a Lua
+// double for every interval this package allows.
+func micros(d time.Duration) string {
+	return strconv.FormatInt(int64(d/time.Microsecond), 10)
+}
