@@ -1,0 +1,283 @@
+package envelope
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Frame field names.
+const (
+	FieldKey           = "key"
+	FieldPayload       = "payload"
+	FieldEventType     = "event_type"
+	FieldSchemaVersion = "schema_version"
+	FieldOccurredAt    = "occurred_at"
+	FieldContentType   = "content_type"
+)
+
+// ToWire encodes m as the six string fields of a stream entry: key, payload,
+// event_type, schema_version, occurred_at and content_type (see the package
+// documentation for each). The payload is compact JSON with the model's
+// fields in their documented order, optional fields written as null when nil,
+// and headers sorted by name: the shape the Python co-core writes.
+//
+// A SchemaVersion of 0 is written as SchemaVersion; any other value is
+// written as is. ToWire returns an error wrapping ErrUnencodable for a nil
+// model, a non-finite TimeoutSeconds or MinIntervalSeconds, or a time outside
+// the years 0000–9999. It is safe for concurrent use.
+func ToWire(m Model) (map[string]string, error) {
+	var (
+		payload []byte
+		err     error
+	)
+	switch v := m.(type) {
+	case *ContentFetch:
+		if v != nil {
+			payload, err = encodeContentFetch(v)
+		}
+	case *BlobAvailable:
+		if v != nil {
+			payload, err = encodeBlobAvailable(v)
+		}
+	case *FetchFailed:
+		if v != nil {
+			payload, err = encodeFetchFailed(v)
+		}
+	case *FetchPolicyState:
+		if v != nil {
+			payload, err = encodeFetchPolicyState(v)
+		}
+	default:
+		return nil, fmt.Errorf("%w: %T is not a model of this package", ErrUnencodable, m)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if payload == nil {
+		return nil, fmt.Errorf("%w: nil %T", ErrUnencodable, m)
+	}
+	occurredAt := FormatTime(m.When())
+	var key string
+	if f, ok := m.(*FetchFailed); ok {
+		key = f.CommandID + ":" + occurredAt // the time is already formatted
+	} else {
+		key = m.Key()
+	}
+	return map[string]string{
+		FieldKey:           key,
+		FieldPayload:       string(payload),
+		FieldEventType:     m.EventType(),
+		FieldSchemaVersion: strconv.Itoa(wireVersion(m.Version())),
+		FieldOccurredAt:    occurredAt,
+		FieldContentType:   ContentType,
+	}, nil
+}
+
+func wireVersion(v int) int {
+	if v == 0 {
+		return SchemaVersion
+	}
+	return v
+}
+
+// payloadWriter appends one JSON object's members in order. Member names are
+// constants of this package and need no escaping.
+type payloadWriter struct {
+	b   []byte
+	err error
+	// event names the model in errors.
+	event string
+}
+
+func newPayloadWriter(event string, version int, occurredAt time.Time, size int) *payloadWriter {
+	w := &payloadWriter{b: make([]byte, 0, size+160), event: event}
+	w.b = append(w.b, `{"schema_version":`...)
+	w.b = strconv.AppendInt(w.b, int64(wireVersion(version)), 10)
+	w.b = append(w.b, `,"event_type":`...)
+	w.b = appendString(w.b, event)
+	w.time("occurred_at", occurredAt)
+	return w
+}
+
+func (w *payloadWriter) name(n string) {
+	w.b = append(w.b, ',', '"')
+	w.b = append(w.b, n...)
+	w.b = append(w.b, '"', ':')
+}
+
+func (w *payloadWriter) str(n, v string) {
+	w.name(n)
+	w.b = appendString(w.b, v)
+}
+
+func (w *payloadWriter) optStr(n string, v *string) {
+	if v == nil {
+		w.null(n)
+		return
+	}
+	w.str(n, *v)
+}
+
+func (w *payloadWriter) null(n string) {
+	w.name(n)
+	w.b = append(w.b, "null"...)
+}
+
+func (w *payloadWriter) int(n string, v int64) {
+	w.name(n)
+	w.b = strconv.AppendInt(w.b, v, 10)
+}
+
+func (w *payloadWriter) optInt(n string, v *int) {
+	if v == nil {
+		w.null(n)
+		return
+	}
+	w.int(n, int64(*v))
+}
+
+func (w *payloadWriter) bool(n string, v bool) {
+	w.name(n)
+	w.b = strconv.AppendBool(w.b, v)
+}
+
+func (w *payloadWriter) optFloat(n string, v *float64) {
+	if v == nil {
+		w.null(n)
+		return
+	}
+	if math.IsNaN(*v) || math.IsInf(*v, 0) {
+		w.fail("%s is not a finite number", n)
+		return
+	}
+	w.name(n)
+	w.b = appendFloat(w.b, *v)
+}
+
+func (w *payloadWriter) time(n string, t time.Time) {
+	if !timeInRange(t) {
+		w.fail("%s is outside the years 0000-9999", n)
+		return
+	}
+	w.name(n)
+	w.b = append(w.b, '"')
+	w.b = appendTime(w.b, t)
+	w.b = append(w.b, '"')
+}
+
+func (w *payloadWriter) optTime(n string, t *time.Time) {
+	if t == nil {
+		w.null(n)
+		return
+	}
+	w.time(n, *t)
+}
+
+// headers writes h sorted by name, so a model always encodes to the same
+// bytes (Go maps have no order to preserve).
+func (w *payloadWriter) headers(n string, h map[string]string) {
+	if h == nil {
+		w.null(n)
+		return
+	}
+	w.name(n)
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	w.b = append(w.b, '{')
+	for i, k := range names {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.b = appendString(w.b, k)
+		w.b = append(w.b, ':')
+		w.b = appendString(w.b, h[k])
+	}
+	w.b = append(w.b, '}')
+}
+
+func (w *payloadWriter) fail(format string, args ...any) {
+	if w.err == nil {
+		w.err = fmt.Errorf("%w: %s: %s", ErrUnencodable, w.event, fmt.Sprintf(format, args...))
+	}
+}
+
+func (w *payloadWriter) done() ([]byte, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
+	return append(w.b, '}'), nil
+}
+
+// The encoders write fields in the co-core models' order; SPEC section 2
+// lists them the same way.
+
+func encodeContentFetch(m *ContentFetch) ([]byte, error) {
+	size := len(m.CommandID) + len(m.URL) + len(m.InfoSourceID)
+	for k, v := range m.Headers {
+		size += len(k) + len(v) + 6
+	}
+	w := newPayloadWriter(EventContentFetch, m.SchemaVersion, m.OccurredAt, size+96)
+	w.str("command_id", m.CommandID)
+	w.str("url", m.URL)
+	w.str("info_source_id", m.InfoSourceID)
+	w.headers("headers", m.Headers)
+	w.optFloat("timeout_seconds", m.TimeoutSeconds)
+	return w.done()
+}
+
+func encodeBlobAvailable(m *BlobAvailable) ([]byte, error) {
+	size := len(m.ContentFingerprint) + len(m.BlobURI) + len(m.MediaType) + len(m.URL) +
+		len(m.CommandID) + len(m.InfoSourceID) + optLen(m.FinalURL) + optLen(m.ContentTypeRaw) +
+		optLen(m.ETag) + optLen(m.LastModified)
+	w := newPayloadWriter(EventBlobAvailable, m.SchemaVersion, m.OccurredAt, size+400)
+	w.str("content_fingerprint", m.ContentFingerprint)
+	w.str("blob_uri", m.BlobURI)
+	w.int("size_bytes", m.SizeBytes)
+	w.str("media_type", m.MediaType)
+	w.str("url", m.URL)
+	w.str("command_id", m.CommandID)
+	w.str("info_source_id", m.InfoSourceID)
+	w.optStr("final_url", m.FinalURL)
+	w.optInt("status_code", m.StatusCode)
+	w.optTime("fetched_at", m.FetchedAt)
+	w.optStr("content_type_raw", m.ContentTypeRaw)
+	w.optStr("etag", m.ETag)
+	w.optStr("last_modified", m.LastModified)
+	w.optTime("blob_expires_at", m.BlobExpiresAt)
+	return w.done()
+}
+
+func encodeFetchFailed(m *FetchFailed) ([]byte, error) {
+	size := len(m.CommandID) + len(m.URL) + len(m.InfoSourceID) + len(m.Reason) + optLen(m.Detail)
+	w := newPayloadWriter(EventFetchFailed, m.SchemaVersion, m.OccurredAt, size+128)
+	w.str("command_id", m.CommandID)
+	w.str("url", m.URL)
+	w.str("info_source_id", m.InfoSourceID)
+	w.str("reason", string(m.Reason))
+	w.bool("terminal", m.Terminal)
+	w.optInt("status_code", m.StatusCode)
+	w.optInt("attempts", m.Attempts)
+	w.optStr("detail", m.Detail)
+	return w.done()
+}
+
+func encodeFetchPolicyState(m *FetchPolicyState) ([]byte, error) {
+	w := newPayloadWriter(EventFetchPolicyState, m.SchemaVersion, m.OccurredAt, len(m.Host)+64)
+	w.str("host", m.Host)
+	w.optFloat("min_interval_seconds", m.MinIntervalSeconds)
+	w.bool("revoked", m.Revoked)
+	return w.done()
+}
+
+func optLen(s *string) int {
+	if s == nil {
+		return 0
+	}
+	return len(*s)
+}

@@ -1,0 +1,354 @@
+package envelope_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/replicator-go/replicator/envelope"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/project goldens from the models in golden_test.go")
+
+const (
+	cid = "01JQ8Z3K4M5N6P7Q8R9S0T1V2W"
+	fp  = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+)
+
+func utc(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UTC()
+}
+
+func ptrTime(s string) *time.Time { return envelope.Ptr(utc(s)) }
+
+// pythonGoldens are frames in the co-core shape and the models they must
+// decode to. samePayload marks those whose payload this package writes byte
+// for byte too (pydantic drops a zero fraction; this package never does).
+var pythonGoldens = []struct {
+	file        string
+	want        envelope.Model
+	samePayload bool
+}{
+	{
+		file: "content_fetch_headers_timeout",
+		want: &envelope.ContentFetch{
+			SchemaVersion: 1,
+			OccurredAt:    utc("2026-11-29T23:18:58.123456Z"),
+			CommandID:     cid,
+			URL:           "https://example.test/a?b=1&c=2",
+			InfoSourceID:  "isrc-01JQ8Z",
+			Headers: map[string]string{
+				"accept":        "text/html",
+				"if-none-match": `"v1-abc"`,
+				"user-agent":    "Watcher/1.0 (+https://example.test/bot)",
+			},
+			TimeoutSeconds: envelope.Ptr(45.0),
+		},
+		samePayload: true,
+	},
+	{
+		file: "content_fetch_nulls",
+		want: &envelope.ContentFetch{
+			SchemaVersion: 1,
+			OccurredAt:    utc("2026-11-30T00:00:01.000500Z"),
+			CommandID:     "cmd-2",
+			URL:           "https://example.test/b",
+			InfoSourceID:  "isrc-01JQ8Z",
+		},
+		samePayload: true,
+	},
+	{
+		file: "blob_available",
+		want: &envelope.BlobAvailable{
+			SchemaVersion:      1,
+			OccurredAt:         utc("2026-11-29T23:19:00.654321Z"),
+			ContentFingerprint: fp,
+			BlobURI:            "gs://co-blobs/blobs/" + fp + ".bin",
+			SizeBytes:          18,
+			MediaType:          "text/html",
+			URL:                "https://example.test/a?b=1&c=2",
+			CommandID:          cid,
+			InfoSourceID:       "isrc-01JQ8Z",
+			FinalURL:           envelope.Ptr("https://example.test/a/landing"),
+			StatusCode:         envelope.Ptr(200),
+			FetchedAt:          ptrTime("2026-11-29T23:18:59.987654Z"),
+			ContentTypeRaw:     envelope.Ptr("text/html; charset=utf-8"),
+			ETag:               envelope.Ptr(`W/"v1-abc"`),
+			LastModified:       envelope.Ptr("Sun, 29 Nov 2026 20:00:00 GMT"),
+			BlobExpiresAt:      ptrTime("2026-12-06T23:18:59.900001Z"),
+		},
+		samePayload: true,
+	},
+	{
+		file: "blob_available_nulls",
+		want: &envelope.BlobAvailable{
+			SchemaVersion:      1,
+			OccurredAt:         utc("2026-11-29T23:19:01.000001Z"),
+			ContentFingerprint: fp,
+			BlobURI:            "file:///var/lib/replicator/blobs/9f/86/" + fp + ".bin",
+			MediaType:          "application/octet-stream",
+			URL:                "https://example.test/c",
+			CommandID:          "cmd-3",
+			InfoSourceID:       "isrc-01JQ8Z",
+		},
+		samePayload: true,
+	},
+	{
+		file: "fetch_failed",
+		want: &envelope.FetchFailed{
+			SchemaVersion: 1,
+			OccurredAt:    utc("2026-11-29T23:19:02.1Z"),
+			CommandID:     "cmd-4",
+			URL:           "https://example.test/missing",
+			InfoSourceID:  "isrc-01JQ8Z",
+			Reason:        envelope.ReasonHTTPStatus,
+			Terminal:      true,
+			StatusCode:    envelope.Ptr(404),
+			Detail:        envelope.Ptr("origin answered 404"),
+		},
+		samePayload: true,
+	},
+	{
+		file: "fetch_failed_whole_second",
+		want: &envelope.FetchFailed{
+			SchemaVersion: 1,
+			OccurredAt:    utc("2026-11-29T23:19:03Z"),
+			CommandID:     "cmd-5",
+			URL:           "https://example.test/buggy",
+			InfoSourceID:  "isrc-01JQ8Z",
+			Reason:        envelope.ReasonHandlerError,
+			Terminal:      true,
+			Attempts:      envelope.Ptr(5),
+		},
+	},
+	{
+		file: "fetch_policy_state",
+		want: &envelope.FetchPolicyState{
+			SchemaVersion:      1,
+			OccurredAt:         utc("2026-11-29T22:00:00.000001Z"),
+			Host:               "example.test",
+			MinIntervalSeconds: envelope.Ptr(2.5),
+		},
+		samePayload: true,
+	},
+	{
+		file: "fetch_policy_state_revoked",
+		want: &envelope.FetchPolicyState{
+			SchemaVersion: 1,
+			OccurredAt:    utc("2026-11-29T22:00:00.000002Z"),
+			Host:          "slow.example.test",
+			Revoked:       true,
+		},
+		samePayload: true,
+	},
+}
+
+// projectGoldens are the models behind testdata/project.
+var projectGoldens = []struct {
+	file  string
+	model envelope.Model
+}{
+	{"content_fetch", &envelope.ContentFetch{
+		SchemaVersion: 1,
+		OccurredAt:    utc("2026-11-29T23:18:58.123456Z"),
+		CommandID:     cid,
+		URL:           "https://example.test/a?b=1&c=2",
+		InfoSourceID:  "isrc-01JQ8Z",
+		Headers: map[string]string{
+			"user-agent":    "Watcher/1.0 (+https://example.test/bot)",
+			"if-none-match": `"v1-abc"`,
+			"accept":        "text/html",
+		},
+		TimeoutSeconds: envelope.Ptr(45.0),
+	}},
+	{"content_fetch_nulls", &envelope.ContentFetch{
+		SchemaVersion: 1,
+		OccurredAt:    utc("2026-11-30T00:00:00Z"),
+		CommandID:     "cmd-2",
+		URL:           "https://example.test/b",
+		InfoSourceID:  "isrc-01JQ8Z",
+	}},
+	{"content_fetch_empty_headers", &envelope.ContentFetch{
+		SchemaVersion:  1,
+		OccurredAt:     utc("2026-11-30T00:00:00.5Z"),
+		CommandID:      "cmd-empty",
+		URL:            "https://example.test/e",
+		InfoSourceID:   "isrc-01JQ8Z",
+		Headers:        map[string]string{},
+		TimeoutSeconds: envelope.Ptr(0.25),
+	}},
+	{"content_fetch_text", &envelope.ContentFetch{
+		SchemaVersion: 1,
+		OccurredAt:    utc("2026-11-30T00:00:00.000001Z"),
+		CommandID:     "cmd-\"quoted\"\\",
+		URL:           "https://bücher.example.test/ä?q=<a>&b=\u2028",
+		InfoSourceID:  "isrc\t\n\x01\x7f😀",
+		Headers:       map[string]string{"accept-language": "de-CH, fr;q=0.5"},
+	}},
+	{"blob_available", &envelope.BlobAvailable{
+		SchemaVersion:      1,
+		OccurredAt:         utc("2026-11-29T23:19:00.654321Z"),
+		ContentFingerprint: fp,
+		BlobURI:            "gs://co-blobs/blobs/" + fp + ".bin",
+		SizeBytes:          67108864,
+		MediaType:          "text/html",
+		URL:                "https://example.test/a?b=1&c=2",
+		CommandID:          cid,
+		InfoSourceID:       "isrc-01JQ8Z",
+		FinalURL:           envelope.Ptr("https://example.test/a/landing"),
+		StatusCode:         envelope.Ptr(203),
+		FetchedAt:          ptrTime("2026-11-29T23:18:59.987654Z"),
+		ContentTypeRaw:     envelope.Ptr("text/html; charset=utf-8"),
+		ETag:               envelope.Ptr(`W/"v1-abc"`),
+		LastModified:       envelope.Ptr("Sun, 29 Nov 2026 20:00:00 GMT"),
+		BlobExpiresAt:      ptrTime("2026-12-06T23:18:59.900001Z"),
+	}},
+	{"blob_available_nulls", &envelope.BlobAvailable{
+		SchemaVersion:      1,
+		OccurredAt:         utc("2026-11-29T23:19:01.000001Z"),
+		ContentFingerprint: fp,
+		BlobURI:            "file:///var/lib/replicator/blobs/9f/86/" + fp + ".bin",
+		MediaType:          "application/octet-stream",
+		URL:                "https://example.test/c",
+		CommandID:          "cmd-3",
+		InfoSourceID:       "isrc-01JQ8Z",
+	}},
+	{"fetch_failed", &envelope.FetchFailed{
+		SchemaVersion: 1,
+		OccurredAt:    utc("2026-11-29T23:19:02.1Z"),
+		CommandID:     "cmd-4",
+		URL:           "https://example.test/missing",
+		InfoSourceID:  "isrc-01JQ8Z",
+		Reason:        envelope.ReasonHTTPStatus,
+		Terminal:      true,
+		StatusCode:    envelope.Ptr(404),
+		Detail:        envelope.Ptr("origin answered 404"),
+	}},
+	{"fetch_failed_attempts", &envelope.FetchFailed{
+		SchemaVersion: 1,
+		OccurredAt:    utc("2026-11-29T23:19:03Z"),
+		CommandID:     "cmd-5",
+		URL:           "https://example.test/buggy",
+		InfoSourceID:  "isrc-01JQ8Z",
+		Reason:        envelope.ReasonHandlerError,
+		Terminal:      true,
+		Attempts:      envelope.Ptr(5),
+	}},
+	{"fetch_policy_state", &envelope.FetchPolicyState{
+		SchemaVersion:      1,
+		OccurredAt:         utc("2026-11-29T22:00:00.000001Z"),
+		Host:               "example.test",
+		MinIntervalSeconds: envelope.Ptr(0.0),
+	}},
+	{"fetch_policy_state_revoked", &envelope.FetchPolicyState{
+		SchemaVersion: 1,
+		OccurredAt:    utc("2026-11-29T22:00:00.000002Z"),
+		Host:          "slow.example.test",
+		Revoked:       true,
+	}},
+}
+
+func readFrame(t testing.TB, path string) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]string
+	if err := json.Unmarshal(data, &fields); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return fields
+}
+
+// renderFrame is the golden file format: the fields as an indented JSON
+// object, names sorted, no HTML escaping.
+func renderFrame(t testing.TB, fields map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(fields); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestPythonGoldens(t *testing.T) {
+	for _, tc := range pythonGoldens {
+		t.Run(tc.file, func(t *testing.T) {
+			golden := readFrame(t, filepath.Join("testdata", "python", tc.file+".json"))
+			got, err := envelope.FromWire(golden)
+			if err != nil {
+				t.Fatalf("FromWire: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("FromWire mismatch (-want +got):\n%s", diff)
+			}
+			if got.Key() != golden["key"] && got.EventType() != envelope.EventFetchFailed {
+				// fetch_failed keys embed the time, which Python spells +00:00.
+				t.Errorf("Key() = %q, the frame says %q", got.Key(), golden["key"])
+			}
+			if !tc.samePayload {
+				return
+			}
+			wire, err := envelope.ToWire(got)
+			if err != nil {
+				t.Fatalf("ToWire: %v", err)
+			}
+			if diff := cmp.Diff(golden["payload"], wire["payload"]); diff != "" {
+				t.Errorf("payload differs from the co-core shape (-python +project):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestProjectGoldens(t *testing.T) {
+	for _, tc := range projectGoldens {
+		t.Run(tc.file, func(t *testing.T) {
+			path := filepath.Join("testdata", "project", tc.file+".json")
+			wire, err := envelope.ToWire(tc.model)
+			if err != nil {
+				t.Fatalf("ToWire: %v", err)
+			}
+			if *update {
+				if err := os.WriteFile(path, renderFrame(t, wire), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(renderFrame(t, wire)), string(data)); diff != "" {
+				t.Errorf("ToWire differs from the golden file (-got +golden); run with -update if intended:\n%s", diff)
+			}
+			golden := readFrame(t, path)
+			m, err := envelope.FromWire(golden)
+			if err != nil {
+				t.Fatalf("FromWire: %v", err)
+			}
+			if diff := cmp.Diff(tc.model, m); diff != "" {
+				t.Errorf("FromWire mismatch (-want +got):\n%s", diff)
+			}
+			again, err := envelope.ToWire(m)
+			if err != nil {
+				t.Fatalf("ToWire(FromWire(golden)): %v", err)
+			}
+			if diff := cmp.Diff(golden, again); diff != "" {
+				t.Errorf("ToWire(FromWire(golden)) is not byte-identical (-golden +got):\n%s", diff)
+			}
+		})
+	}
+}
