@@ -41,7 +41,7 @@ func (r StaticResolver) LookupNetIP(ctx context.Context, network, host string) (
 	for _, a := range addrs {
 		switch {
 		case network == "ip4" && !a.Unmap().Is4():
-		case network == "ip6" && !a.Is6():
+		case network == "ip6" && (!a.Is6() || a.Is4In6()):
 		default:
 			out = append(out, a)
 		}
