@@ -1,0 +1,52 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// multiFlag collects a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ", ") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// parseHeaders turns repeated -H 'Name: value' flags into a map. The
+// sanitizer judges names and values later; this only splits them.
+func parseHeaders(raw []string) (map[string]string, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	h := make(map[string]string, len(raw))
+	for _, line := range raw {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok {
+			// The line is not echoed: it may be a bare secret.
+			return nil, fmt.Errorf("-H: want 'Name: value', found no colon")
+		}
+		if _, dup := h[name]; dup {
+			return nil, fmt.Errorf("-H: header %q given twice", name)
+		}
+		h[name] = strings.TrimSpace(value)
+	}
+	return h, nil
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting, with
+// a usage text of synopsis + description + the flags.
+func newFlagSet(name, synopsis, description string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: replicator %s\n\n%s\n", synopsis, description)
+		var any bool
+		fs.VisitAll(func(*flag.Flag) { any = true })
+		if any {
+			fmt.Fprintln(stderr, "\nFlags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}

@@ -1,0 +1,72 @@
+// Command replicator fetches URLs on command, safely and politely, and
+// announces each outcome as a fact.
+//
+// Usage:
+//
+//	replicator fetch [flags] URL     fetch one URL now, no Redis; print the fact
+//	replicator worker                run the consume loop (settings from REPLICATOR_* env)
+//	replicator seed [flags] URL...   publish content.fetch commands
+//	replicator dlq [flags]           print dead letters
+//	replicator policy set HOST SECONDS | policy revoke HOST
+//
+// Every subcommand has --help. Bad flags and settings exit 2.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// errUsage marks a bad invocation: the command exits 2.
+var errUsage = errors.New("usage")
+
+type subcommand struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+func subcommands() []subcommand {
+	return []subcommand{
+		{"fetch", "fetch one URL now, without Redis, and print the resulting fact", runFetch},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range subcommands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "replicator: unknown subcommand %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "replicator fetches URLs on command, safely and politely, and announces each outcome as a fact.")
+	fmt.Fprintln(w, "\nUsage: replicator <subcommand> [flags] [args]\n\nSubcommands:")
+	for _, c := range subcommands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'replicator <subcommand> --help' for its flags.")
+}

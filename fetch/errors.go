@@ -1,0 +1,76 @@
+package fetch
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Errors returned by Fetcher.Fetch, wrapped with detail; check them with
+// errors.Is. Errors from the guard (guard.ErrRefused, guard.ErrResolve) and
+// the sink (sink.ErrTooLarge) pass through wrapped as well.
+var (
+	// ErrNotFetchable means a URL (the command's or a redirect target) is
+	// not an http or https URL with a host, or the redirect limit was
+	// exceeded.
+	ErrNotFetchable = errors.New("fetch: not fetchable")
+	// ErrTooLarge means the body is larger than the size limit. Nothing was
+	// stored.
+	ErrTooLarge = errors.New("fetch: body too large")
+	// ErrParked means a host's politeness window is longer than the caller
+	// is willing to wait. Nothing reached the origin for that hop. The error
+	// is a *ParkedError telling when the host is due.
+	ErrParked = errors.New("fetch: parked for politeness")
+	// ErrStopping means the fetcher's Stop channel closed while a pacing
+	// wait was in progress; the wait was cut short and nothing was sent.
+	ErrStopping = errors.New("fetch: stopping")
+	// ErrStorageFull means the sink is over its total-size ceiling; no
+	// request was sent.
+	ErrStorageFull = errors.New("fetch: blob storage over its ceiling")
+	// ErrTimeout means one operation (connect, TLS handshake, waiting for
+	// headers, one read) took longer than the request's timeout.
+	ErrTimeout = errors.New("fetch: operation timed out")
+	// ErrDeadline means the whole fetch, all hops included, ran past the
+	// fetcher's MaxFetchTime.
+	ErrDeadline = errors.New("fetch: whole-fetch deadline exceeded")
+	// ErrStore means the sink failed to store a body that arrived whole (a
+	// full disk, an unreachable bucket).
+	ErrStore = errors.New("fetch: storing the body failed")
+)
+
+// StatusError is returned for a final response that is neither 2xx nor 304.
+type StatusError struct {
+	// StatusCode is the final response's status.
+	StatusCode int
+	// URL is the redacted URL of the hop that answered.
+	URL string
+	// RetryAfter is the raw Retry-After header of the response, "" if none.
+	RetryAfter string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("fetch: %s answered HTTP %d", e.URL, e.StatusCode)
+}
+
+// Transient reports whether a fresh attempt later might succeed: 5xx, 408
+// and 429.
+func (e *StatusError) Transient() bool {
+	return e.StatusCode >= 500 || e.StatusCode == http.StatusRequestTimeout || e.StatusCode == http.StatusTooManyRequests
+}
+
+// ParkedError is the detail of ErrParked.
+type ParkedError struct {
+	// Host is the host whose window is not yet open.
+	Host string
+	// Wait is how long until the host is due, measured at the decision.
+	Wait time.Duration
+}
+
+func (e *ParkedError) Error() string {
+	return "fetch: parked for politeness: " + e.Host + " is due in " + strconv.FormatInt(e.Wait.Milliseconds(), 10) + "ms"
+}
+
+// Unwrap makes errors.Is(err, ErrParked) true.
+func (e *ParkedError) Unwrap() error { return ErrParked }

@@ -1,0 +1,352 @@
+package fetch
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/sink"
+)
+
+// Version is the project's version, named in the default User-Agent.
+const Version = "0.1.0"
+
+// DefaultUserAgent is sent unless the request sets its own user-agent.
+const DefaultUserAgent = "replicator-go/" + Version + " (+https://github.com/replicator-go/replicator)"
+
+// Defaults for Options fields left zero.
+const (
+	DefaultMaxBodyBytes = 64 << 20
+	DefaultMaxFetchTime = 120 * time.Second
+	DefaultMaxRedirects = 10
+)
+
+// Options configures a Fetcher. The zero value is usable: every zero field
+// means the documented default.
+type Options struct {
+	// Guard judges every hop's destination, at check time and again at dial
+	// time. Nil means guard.New(guard.Options{}): public unicast only.
+	Guard *guard.Guard
+	// Pacer spaces requests per host. Nil means a policy.Local pacer with
+	// its default floor.
+	Pacer policy.Pacer
+	// Slots bounds concurrent requests. Nil means no bound.
+	Slots Slots
+	// MaxWait is the longest pacing wait a fetch sleeps through; a longer
+	// one returns a *ParkedError. Zero means wait as long as pacing asks.
+	MaxWait time.Duration
+	// Stop, when closed, cuts pacing waits short with ErrStopping. Requests
+	// already sent are not interrupted (cancel the context for that).
+	Stop <-chan struct{}
+	// MaxBodyBytes bounds the bytes stored, counted after transparent
+	// decompression. Zero means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// DefaultTimeout bounds each operation when the request sets no timeout.
+	// Zero means guard.DefaultTimeout (30 s).
+	DefaultTimeout time.Duration
+	// MaxFetchTime bounds the whole fetch, all hops and pacing included.
+	// Zero means DefaultMaxFetchTime.
+	MaxFetchTime time.Duration
+	// MaxRedirects is how many redirects are followed. Zero means
+	// DefaultMaxRedirects (10, so 11 requests in all).
+	MaxRedirects int
+	// UserAgent replaces DefaultUserAgent.
+	UserAgent string
+	// TLSConfig is cloned into the transport (e.g. for private roots in
+	// tests). Nil means the system roots, TLS 1.2 or later.
+	TLSConfig *tls.Config
+	// Logger receives debug lines about hops. Nil means slog.Default().
+	Logger *slog.Logger
+
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Fetcher performs guarded, paced HTTP GETs, follows redirects itself and
+// streams 2xx bodies into a sink. It is safe for concurrent use; create one
+// and share it, since it owns a connection pool.
+type Fetcher struct {
+	guard        *guard.Guard
+	pacer        policy.Pacer
+	slots        Slots
+	maxWait      time.Duration
+	stop         <-chan struct{}
+	maxBody      int64
+	timeout      time.Duration
+	maxFetch     time.Duration
+	maxRedirects int
+	userAgent    string
+	log          *slog.Logger
+	transport    *http.Transport
+	now          func() time.Time
+	sleep        func(ctx context.Context, d time.Duration) error
+}
+
+// New returns a Fetcher configured by opts.
+func New(opts Options) *Fetcher {
+	f := &Fetcher{
+		guard:        opts.Guard,
+		pacer:        opts.Pacer,
+		slots:        opts.Slots,
+		maxWait:      opts.MaxWait,
+		stop:         opts.Stop,
+		maxBody:      opts.MaxBodyBytes,
+		timeout:      opts.DefaultTimeout,
+		maxFetch:     opts.MaxFetchTime,
+		maxRedirects: opts.MaxRedirects,
+		userAgent:    opts.UserAgent,
+		log:          opts.Logger,
+		now:          opts.now,
+		sleep:        opts.sleep,
+	}
+	if f.guard == nil {
+		f.guard = guard.New(guard.Options{})
+	}
+	if f.pacer == nil {
+		f.pacer = policy.NewLocal(policy.LocalOptions{})
+	}
+	if f.slots == nil {
+		f.slots = noSlots{}
+	}
+	if f.maxBody <= 0 {
+		f.maxBody = DefaultMaxBodyBytes
+	}
+	if f.timeout <= 0 {
+		f.timeout = guard.DefaultTimeout
+	}
+	if f.maxFetch <= 0 {
+		f.maxFetch = DefaultMaxFetchTime
+	}
+	if f.maxRedirects <= 0 {
+		f.maxRedirects = DefaultMaxRedirects
+	}
+	if f.userAgent == "" {
+		f.userAgent = DefaultUserAgent
+	}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	if f.now == nil {
+		f.now = time.Now
+	}
+	if f.sleep == nil {
+		stop := f.stop
+		f.sleep = func(ctx context.Context, d time.Duration) error { return sleepFor(ctx, stop, d) }
+	}
+	f.transport = newTransport(f.guard, opts.TLSConfig)
+	return f
+}
+
+// Close releases idle connections.
+func (f *Fetcher) Close() { f.transport.CloseIdleConnections() }
+
+// Request is one fetch.
+type Request struct {
+	// URL is fetched with GET.
+	URL string
+	// Headers are sent on every hop, lower-cased names, already screened by
+	// guard.SanitizeHeaders; they are merged over the defaults and the
+	// request wins. authorization, proxy-authorization and cookie go only to
+	// hops on the request URL's origin.
+	Headers map[string]string
+	// Timeout bounds each operation: connect, TLS handshake, waiting for
+	// headers, each read. Zero means the fetcher's default.
+	Timeout time.Duration
+	// Conditional headers (if-none-match, if-modified-since) go on the
+	// first hop only and win over Headers of the same name: validators
+	// describe the URL asked for, not wherever it redirects.
+	Conditional map[string]string
+}
+
+// Result describes the final response of a fetch.
+type Result struct {
+	// FinalURL is the URL of the hop that answered.
+	FinalURL *url.URL
+	// StatusCode is the final response's status.
+	StatusCode int
+	// Header is the final response's header.
+	Header http.Header
+	// Blob is the stored body; set only for a 2xx.
+	Blob sink.Blob
+	// FetchedAt is when the body finished arriving (for a 2xx) or when the
+	// final response's headers arrived.
+	FetchedAt time.Time
+	// Requests counts the requests sent, redirects included.
+	Requests int
+	// Paced is the time spent waiting for hosts' politeness windows.
+	Paced time.Duration
+}
+
+// NotModified reports whether the final response was 304 Not Modified.
+func (r *Result) NotModified() bool { return r != nil && r.StatusCode == http.StatusNotModified }
+
+// Fetch GETs req.URL, following up to MaxRedirects redirects, and streams a
+// 2xx body into dst. For each hop, in this order: the URL must be http(s)
+// with a host (ErrNotFetchable); the guard judges the destination
+// (guard.ErrRefused); before the first request only, a sink over its
+// ceiling refuses the fetch (ErrStorageFull); the hop waits for its host's
+// politeness window (ErrParked, ErrStopping); then the request goes out.
+//
+// A final 2xx returns a Result with Blob set; a 304 returns a Result and a
+// nil error (see Result.NotModified); any other final status returns the
+// Result and a *StatusError. A 429 or 503 is reported to the pacer. The
+// returned Result is nil when no final response arrived.
+func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Result, error) {
+	current, err := parseTarget(req.URL)
+	if err != nil {
+		return nil, err
+	}
+	origin := originOf(current)
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = f.timeout
+	}
+	fetchCtx, cancel := context.WithTimeoutCause(ctx, f.maxFetch, ErrDeadline)
+	defer cancel()
+
+	res := &Result{}
+	for hop := 0; ; hop++ {
+		if err := f.guard.CheckURL(fetchCtx, current); err != nil {
+			return nil, f.ioError(ctx, fetchCtx, nil, current, err)
+		}
+		if hop == 0 {
+			if c, ok := dst.(sink.Ceiling); ok && c.Full() {
+				return nil, ErrStorageFull
+			}
+		}
+		host := strings.ToLower(current.Hostname())
+		paced, err := f.admit(fetchCtx, host)
+		res.Paced += paced
+		if err != nil {
+			return nil, f.ioError(ctx, fetchCtx, nil, current, err)
+		}
+		header := f.hopHeader(req.Headers, originOf(current) == origin)
+		if hop == 0 {
+			for name, value := range req.Conditional {
+				header.Set(name, value)
+			}
+		}
+		resp, wd, err := f.send(fetchCtx, current, header, timeout)
+		res.Requests++
+		if err != nil {
+			f.slots.Release()
+			return nil, f.ioError(ctx, fetchCtx, wd, current, err)
+		}
+		next, redirect := f.redirectTarget(current, resp)
+		if redirect {
+			drain(resp.Body)
+			wd.stop()
+			f.slots.Release()
+			if hop >= f.maxRedirects {
+				return nil, fmt.Errorf("%w: more than %d redirects from %s", ErrNotFetchable, f.maxRedirects, redact(req.URL))
+			}
+			if next.err != nil {
+				return nil, next.err
+			}
+			f.log.DebugContext(ctx, "following redirect", "from", current.Redacted(), "to", next.url.Redacted(), "status_code", resp.StatusCode)
+			current = next.url
+			continue
+		}
+		res.FinalURL = current
+		res.StatusCode = resp.StatusCode
+		res.Header = resp.Header
+		res.FetchedAt = f.now()
+		err = f.finish(ctx, fetchCtx, wd, host, current, resp, dst, res)
+		wd.stop()
+		f.slots.Release()
+		return res, err
+	}
+}
+
+// finish consumes the final response: stores a 2xx body, reports a 429/503
+// to the pacer and turns other statuses into a *StatusError.
+func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host string, u *url.URL, resp *http.Response, dst sink.Sink, res *Result) error {
+	defer resp.Body.Close()
+	code := resp.StatusCode
+	switch {
+	case code >= 200 && code < 300:
+		if resp.ContentLength > f.maxBody {
+			return fmt.Errorf("%w: Content-Length %d over the %d-byte limit", ErrTooLarge, resp.ContentLength, f.maxBody)
+		}
+		body := &timedBody{r: resp.Body, wd: wd, now: f.now}
+		blob, err := dst.Put(ctx, body, f.maxBody)
+		if err != nil {
+			switch {
+			case errors.Is(err, sink.ErrTooLarge):
+				return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, f.maxBody)
+			case body.err != nil:
+				return f.ioError(ctx, fetchCtx, wd, u, body.err)
+			case ctx.Err() != nil:
+				return ctx.Err()
+			}
+			return fmt.Errorf("%w: %w", ErrStore, err)
+		}
+		res.Blob = blob
+		res.FetchedAt = body.doneAt
+		return nil
+	case code == http.StatusNotModified:
+		return nil
+	}
+	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+		retryAfter, _ := policy.ParseRetryAfter(resp.Header.Get("Retry-After"), f.now())
+		interval, err := f.pacer.Refused(ctx, host, retryAfter)
+		if err != nil {
+			f.log.WarnContext(ctx, "pacer did not record a refusal", "host", host, "error", err)
+		}
+		f.log.WarnContext(ctx, "origin asked to be asked less often", "host", host, "status_code", code, "interval_ms", interval.Milliseconds())
+	}
+	return &StatusError{StatusCode: code, URL: u.Redacted(), RetryAfter: resp.Header.Get("Retry-After")}
+}
+
+// send performs one request under a watchdog that enforces the per-operation
+// timeout. The watchdog is returned so the body reads stay under it.
+func (f *Fetcher) send(ctx context.Context, u *url.URL, header http.Header, timeout time.Duration) (*http.Response, *watchdog, error) {
+	reqCtx, wd := startWatchdog(ctx, timeout)
+	httpReq, err := http.NewRequestWithContext(reqCtx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		wd.stop()
+		return nil, nil, fmt.Errorf("%w: %s", ErrNotFetchable, redact(u.String()))
+	}
+	httpReq.Header = header
+	resp, err := f.transport.RoundTrip(httpReq)
+	wd.pause()
+	if err != nil {
+		return nil, wd, err
+	}
+	return resp, wd, nil
+}
+
+// ioError classifies a failure seen while fetching: the caller's
+// cancellation, the whole-fetch deadline and a per-operation timeout are
+// told apart; anything else is returned wrapped with the redacted URL.
+func (f *Fetcher) ioError(ctx, fetchCtx context.Context, wd *watchdog, u *url.URL, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(context.Cause(fetchCtx), ErrDeadline):
+		return fmt.Errorf("%w (%s) at %s", ErrDeadline, f.maxFetch, u.Redacted())
+	case wd != nil && wd.fired():
+		return fmt.Errorf("%w (%s) at %s", ErrTimeout, wd.d, u.Redacted())
+	}
+	var parked *ParkedError
+	if errors.As(err, &parked) || errors.Is(err, ErrStopping) || errors.Is(err, ErrNotFetchable) {
+		return err
+	}
+	return fmt.Errorf("fetch: %s: %w", u.Redacted(), err)
+}
+
+// drain reads a little of a body we do not keep so the connection can be
+// reused, then closes it.
+func drain(body io.ReadCloser) {
+	io.CopyN(io.Discard, body, 4<<10)
+	body.Close()
+}

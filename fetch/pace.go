@@ -1,0 +1,93 @@
+package fetch
+
+import (
+	"context"
+	"time"
+)
+
+// Slots bounds how many requests are in flight at once. A request holds a
+// slot from its pacing decision until its response body is consumed; a
+// command waiting for its host's window holds none, so waiting for one host
+// never starves another.
+//
+// Implementations are safe for concurrent use.
+type Slots interface {
+	// Acquire blocks until a slot is free or ctx ends.
+	Acquire(ctx context.Context) error
+	// Release frees a slot taken by Acquire.
+	Release()
+}
+
+// NewSlots returns Slots allowing n requests at once (n < 1 means 1).
+func NewSlots(n int) Slots {
+	if n < 1 {
+		n = 1
+	}
+	return semaphore(make(chan struct{}, n))
+}
+
+type semaphore chan struct{}
+
+func (s semaphore) Acquire(ctx context.Context) error {
+	select {
+	case s <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s semaphore) Release() { <-s }
+
+type noSlots struct{}
+
+func (noSlots) Acquire(ctx context.Context) error { return ctx.Err() }
+func (noSlots) Release()                          {}
+
+// admit waits until a request to host may go out and returns holding a
+// slot, with the time spent waiting for the host's window.
+//
+// The slot is taken before the pacing decision and the decision only ever
+// takes a slot that is due now, so the request leaves right after its
+// reservation is recorded: a reservation can never age while its request
+// waits for a slot, which would let the next request to the host follow too
+// closely. Losing a race for the window just means waiting again.
+func (f *Fetcher) admit(ctx context.Context, host string) (paced time.Duration, err error) {
+	start := f.now()
+	for {
+		if err := f.slots.Acquire(ctx); err != nil {
+			return paced, err
+		}
+		r, err := f.pacer.Reserve(ctx, host, 0)
+		if err != nil {
+			f.slots.Release()
+			return paced, err
+		}
+		if r.OK {
+			return paced, nil
+		}
+		f.slots.Release()
+		if f.maxWait > 0 && paced+r.Wait > f.maxWait {
+			return paced, &ParkedError{Host: host, Wait: r.Wait}
+		}
+		if err := f.sleep(ctx, r.Wait); err != nil {
+			return paced, err
+		}
+		paced = f.now().Sub(start)
+	}
+}
+
+// sleepFor waits d, returning early with ErrStopping when stop closes or
+// with ctx.Err() when ctx ends.
+func sleepFor(ctx context.Context, stop <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-stop:
+		return ErrStopping
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

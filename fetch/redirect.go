@@ -1,0 +1,103 @@
+package fetch
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// parseTarget accepts an absolute http or https URL with a host.
+func parseTarget(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s does not parse", ErrNotFetchable, redact(raw))
+	}
+	return u, checkTarget(u)
+}
+
+func checkTarget(u *url.URL) error {
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+	default:
+		return fmt.Errorf("%w: scheme %q is not http or https", ErrNotFetchable, u.Scheme)
+	}
+	if u.Opaque != "" || u.Hostname() == "" {
+		return fmt.Errorf("%w: %s has no host", ErrNotFetchable, u.Redacted())
+	}
+	return nil
+}
+
+type redirectNext struct {
+	url *url.URL
+	err error
+}
+
+// redirectTarget reports whether resp is a redirect to follow. A 3xx
+// without a usable Location (absent, empty or unparseable) is not one: it
+// is classified by its status like any other final response. A Location
+// that parses but is not an http(s) URL with a host is a redirect to
+// something unfetchable.
+func (f *Fetcher) redirectTarget(current *url.URL, resp *http.Response) (redirectNext, bool) {
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+	default:
+		return redirectNext{}, false
+	}
+	loc := strings.TrimSpace(resp.Header.Get("Location"))
+	if loc == "" {
+		return redirectNext{}, false
+	}
+	next, err := current.Parse(loc)
+	if err != nil {
+		return redirectNext{}, false
+	}
+	next.Fragment, next.RawFragment = "", ""
+	if err := checkTarget(next); err != nil {
+		return redirectNext{err: fmt.Errorf("redirect from %s: %w", current.Redacted(), err)}, true
+	}
+	return redirectNext{url: next}, true
+}
+
+// originOf is scheme://host:port with the default port made explicit, so
+// http://a/ and http://a:80/ are one origin.
+func originOf(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// credentialHeaders go only to hops on the request URL's origin.
+var credentialHeaders = map[string]bool{
+	"authorization":       true,
+	"proxy-authorization": true,
+	"cookie":              true,
+}
+
+// hopHeader builds one hop's request header: the default user-agent, then
+// the request's headers over it, one field line per name.
+func (f *Fetcher) hopHeader(headers map[string]string, sameOrigin bool) http.Header {
+	h := make(http.Header, len(headers)+1)
+	h.Set("User-Agent", f.userAgent)
+	for name, value := range headers {
+		if credentialHeaders[strings.ToLower(name)] && !sameOrigin {
+			continue
+		}
+		h.Set(name, value)
+	}
+	return h
+}
+
+// redact hides the password of a URL's userinfo for logs and errors.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,33 @@
+package fetch
+
+import (
+	"crypto/tls"
+	"net/http"
+	"time"
+
+	"github.com/replicator-go/replicator/guard"
+)
+
+// newTransport builds the one connection pool a Fetcher uses. Every
+// connection is dialed through the guard, so the address actually dialed is
+// judged (closing DNS rebinding). Environment proxies are never used: a
+// proxy would dial on our behalf, out of the guard's sight. Timeouts are
+// per request (the watchdog), not per transport.
+func newTransport(g *guard.Guard, tlsConfig *tls.Config) *http.Transport {
+	if tlsConfig == nil {
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	} else {
+		tlsConfig = tlsConfig.Clone()
+	}
+	return &http.Transport{
+		Proxy:                  nil,
+		DialContext:            g.DialContext,
+		TLSClientConfig:        tlsConfig,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        90 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: 1 << 20,
+	}
+}
