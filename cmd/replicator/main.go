@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,8 +21,6 @@ import (
 	"syscall"
 )
 
-// errUsage marks a bad invocation: the command exits 2.
-var errUsage = errors.New("usage")
 
 type subcommand struct {
 	name    string
