@@ -55,17 +55,16 @@ func FromWire(fields map[string]string) (Model, error) {
 	if !ok {
 		return nil, malformed("no payload field (a frame's fields live in its JSON payload)")
 	}
-	data := []byte(payload)
-	if !utf8.Valid(data) {
+	if !utf8.ValidString(payload) {
 		return nil, malformed(et + " payload is not valid UTF-8")
 	}
-	var raw rawFields
-	if err := scanPayload(data, spec, &raw); err != nil {
+	d := decoder{event: et, names: spec.names}
+	if err := scanPayload(payload, spec, &d.raw); err != nil {
 		return nil, malformed(fmt.Sprintf("%s payload: %v", et, err))
 	}
-	d := decoder{event: et, names: spec.names, raw: &raw}
+	raw := &d.raw
 
-	if v := raw[idxEventType]; v != nil {
+	if v := raw[idxEventType]; v != "" {
 		pet, err := readString(v)
 		if err != nil {
 			return nil, malformed(fmt.Sprintf("%s payload: event_type: %v", et, err))
@@ -82,14 +81,14 @@ func FromWire(fields map[string]string) (Model, error) {
 	}
 	if version != SchemaVersion {
 		d.partial = true
-		m := spec.decode(&d, version)
+		m := d.decode(version)
 		return m, fmt.Errorf("%w: %s has schema_version %d, this codec reads %d",
 			ErrUnsupportedVersion, et, version, SchemaVersion)
 	}
-	if raw[idxEventType] == nil {
+	if raw[idxEventType] == "" {
 		return nil, malformed(fmt.Sprintf("%s payload: event_type: missing", et))
 	}
-	m := spec.decode(&d, version)
+	m := d.decode(version)
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -132,8 +131,8 @@ func quoteShort(s string) string {
 // readVersion reads the payload's schema_version, falling back to the
 // frame's field only when the payload has none: the reference branches on
 // the payload's value, and the frame field is a copy of it.
-func readVersion(raw []byte, fields map[string]string) (int, error) {
-	if raw != nil {
+func readVersion(raw string, fields map[string]string) (int, error) {
+	if raw != "" {
 		v, err := readInt(raw, strconv.IntSize)
 		return int(v), err
 	}
@@ -141,7 +140,7 @@ func readVersion(raw []byte, fields map[string]string) (int, error) {
 	if !ok {
 		return 0, errors.New("missing from the payload and the frame")
 	}
-	v, err := readInt([]byte(s), strconv.IntSize)
+	v, err := readInt(s, strconv.IntSize)
 	if err != nil || s == "" {
 		return 0, errors.New("frame field is not a decimal integer")
 	}
@@ -158,45 +157,42 @@ const (
 
 const maxFields = 17
 
-type rawFields [maxFields][]byte
+// rawFields holds each known member's raw JSON value, "" when absent (a
+// present value is never empty).
+type rawFields [maxFields]string
 
 type modelSpec struct {
 	names []string
 	// nonFinite is the member that may hold Python's NaN/Infinity tokens,
 	// or -1.
 	nonFinite int
-	decode    func(d *decoder, version int) Model
 }
 
 var specs = map[string]*modelSpec{
 	EventContentFetch: {
 		names:     []string{"schema_version", "event_type", "occurred_at", "command_id", "url", "info_source_id", "headers", "timeout_seconds"},
 		nonFinite: 7,
-		decode:    decodeContentFetch,
 	},
 	EventBlobAvailable: {
 		names: []string{"schema_version", "event_type", "occurred_at", "content_fingerprint", "blob_uri", "size_bytes",
 			"media_type", "url", "command_id", "info_source_id", "final_url", "status_code", "fetched_at",
 			"content_type_raw", "etag", "last_modified", "blob_expires_at"},
 		nonFinite: -1,
-		decode:    decodeBlobAvailable,
 	},
 	EventFetchFailed: {
 		names: []string{"schema_version", "event_type", "occurred_at", "command_id", "url", "info_source_id",
 			"reason", "terminal", "status_code", "attempts", "detail"},
 		nonFinite: -1,
-		decode:    decodeFetchFailed,
 	},
 	EventFetchPolicyState: {
 		names:     []string{"schema_version", "event_type", "occurred_at", "host", "min_interval_seconds", "revoked"},
 		nonFinite: -1,
-		decode:    decodeFetchPolicyState,
 	},
 }
 
 // scanPayload validates the whole payload object and records the raw value of
 // each known member (the last one wins on duplicates, as in Python).
-func scanPayload(data []byte, spec *modelSpec, out *rawFields) error {
+func scanPayload(data string, spec *modelSpec, out *rawFields) error {
 	r, err := openObject(data, 0)
 	if err != nil {
 		return err
@@ -210,7 +206,7 @@ func scanPayload(data []byte, spec *modelSpec, out *rawFields) error {
 			return r.finish()
 		}
 		if escaped {
-			name = []byte(unquoteBytes(name))
+			name = unquote(name)
 		}
 		idx := indexOf(spec.names, name)
 		v, err := r.value(idx >= 0 && idx == spec.nonFinite)
@@ -223,9 +219,9 @@ func scanPayload(data []byte, spec *modelSpec, out *rawFields) error {
 	}
 }
 
-func indexOf(names []string, n []byte) int {
+func indexOf(names []string, n string) int {
 	for i, s := range names {
-		if s == string(n) { // compared in place, no allocation
+		if s == n {
 			return i
 		}
 	}
@@ -240,7 +236,7 @@ var errMissing = errors.New("missing")
 type decoder struct {
 	event   string
 	names   []string
-	raw     *rawFields
+	raw     rawFields
 	partial bool
 	err     error
 }
@@ -251,27 +247,42 @@ func (d *decoder) fail(i int, err error) {
 	}
 }
 
-// required returns member i's raw value, or nil after recording it missing.
-func (d *decoder) required(i int) []byte {
+// decode builds the model the decoder's event type names. A switch rather
+// than a function table keeps the decoder on the stack.
+func (d *decoder) decode(version int) Model {
+	switch d.event {
+	case EventContentFetch:
+		return decodeContentFetch(d, version)
+	case EventBlobAvailable:
+		return decodeBlobAvailable(d, version)
+	case EventFetchFailed:
+		return decodeFetchFailed(d, version)
+	default:
+		return decodeFetchPolicyState(d, version)
+	}
+}
+
+// required returns member i's raw value, or "" after recording it missing.
+func (d *decoder) required(i int) string {
 	v := d.raw[i]
-	if v == nil {
+	if v == "" {
 		d.fail(i, errMissing)
 	}
 	return v
 }
 
-// optional returns member i's raw value, or nil when absent or null.
-func (d *decoder) optional(i int) []byte {
+// optional returns member i's raw value, or "" when absent or null.
+func (d *decoder) optional(i int) string {
 	v := d.raw[i]
-	if v == nil || isNull(v) {
-		return nil
+	if isNull(v) {
+		return ""
 	}
 	return v
 }
 
 func (d *decoder) str(i int) string {
 	v := d.required(i)
-	if v == nil {
+	if v == "" {
 		return ""
 	}
 	s, err := readString(v)
@@ -283,7 +294,7 @@ func (d *decoder) str(i int) string {
 
 func (d *decoder) optStr(i int) *string {
 	v := d.optional(i)
-	if v == nil {
+	if v == "" {
 		return nil
 	}
 	s, err := readString(v)
@@ -296,7 +307,7 @@ func (d *decoder) optStr(i int) *string {
 
 func (d *decoder) int64(i int) int64 {
 	v := d.required(i)
-	if v == nil {
+	if v == "" {
 		return 0
 	}
 	n, err := readInt(v, 64)
@@ -308,7 +319,7 @@ func (d *decoder) int64(i int) int64 {
 
 func (d *decoder) optInt(i int) *int {
 	v := d.optional(i)
-	if v == nil {
+	if v == "" {
 		return nil
 	}
 	n, err := readInt(v, strconv.IntSize)
@@ -322,7 +333,7 @@ func (d *decoder) optInt(i int) *int {
 
 func (d *decoder) bool(i int) bool {
 	v := d.required(i)
-	if v == nil {
+	if v == "" {
 		return false
 	}
 	b, err := readBool(v)
@@ -334,7 +345,7 @@ func (d *decoder) bool(i int) bool {
 
 func (d *decoder) optFloat(i int, allowNonFinite bool) *float64 {
 	v := d.optional(i)
-	if v == nil {
+	if v == "" {
 		return nil
 	}
 	f, err := readFloat(v, allowNonFinite)
@@ -347,7 +358,7 @@ func (d *decoder) optFloat(i int, allowNonFinite bool) *float64 {
 
 func (d *decoder) time(i int) time.Time {
 	v := d.required(i)
-	if v == nil {
+	if v == "" {
 		return time.Time{}
 	}
 	t, err := readTime(v)
@@ -359,7 +370,7 @@ func (d *decoder) time(i int) time.Time {
 
 func (d *decoder) optTime(i int) *time.Time {
 	v := d.optional(i)
-	if v == nil {
+	if v == "" {
 		return nil
 	}
 	t, err := readTime(v)
@@ -370,7 +381,7 @@ func (d *decoder) optTime(i int) *time.Time {
 	return &t
 }
 
-func readTime(raw []byte) (time.Time, error) {
+func readTime(raw string) (time.Time, error) {
 	s, err := readString(raw)
 	if err != nil {
 		return time.Time{}, err
@@ -384,7 +395,7 @@ func readTime(raw []byte) (time.Time, error) {
 
 func (d *decoder) headers(i int) map[string]string {
 	v := d.optional(i)
-	if v == nil {
+	if v == "" {
 		return nil
 	}
 	h, err := readHeaders(v)

@@ -92,8 +92,11 @@ type payloadWriter struct {
 	event string
 }
 
+// newPayloadWriter starts a payload with the members every model shares.
+// size is the caller's estimate of the whole payload, so the buffer is
+// allocated once in the common case.
 func newPayloadWriter(event string, version int, occurredAt time.Time, size int) *payloadWriter {
-	w := &payloadWriter{b: make([]byte, 0, size+160), event: event}
+	w := &payloadWriter{b: make([]byte, 0, size), event: event}
 	w.b = append(w.b, `{"schema_version":`...)
 	w.b = strconv.AppendInt(w.b, int64(wireVersion(version)), 10)
 	w.b = append(w.b, `,"event_type":`...)
@@ -222,7 +225,7 @@ func encodeContentFetch(m *ContentFetch) ([]byte, error) {
 	for k, v := range m.Headers {
 		size += len(k) + len(v) + 6
 	}
-	w := newPayloadWriter(EventContentFetch, m.SchemaVersion, m.OccurredAt, size+96)
+	w := newPayloadWriter(EventContentFetch, m.SchemaVersion, m.OccurredAt, size+200)
 	w.str("command_id", m.CommandID)
 	w.str("url", m.URL)
 	w.str("info_source_id", m.InfoSourceID)
@@ -235,7 +238,7 @@ func encodeBlobAvailable(m *BlobAvailable) ([]byte, error) {
 	size := len(m.ContentFingerprint) + len(m.BlobURI) + len(m.MediaType) + len(m.URL) +
 		len(m.CommandID) + len(m.InfoSourceID) + optLen(m.FinalURL) + optLen(m.ContentTypeRaw) +
 		optLen(m.ETag) + optLen(m.LastModified)
-	w := newPayloadWriter(EventBlobAvailable, m.SchemaVersion, m.OccurredAt, size+400)
+	w := newPayloadWriter(EventBlobAvailable, m.SchemaVersion, m.OccurredAt, size+416)
 	w.str("content_fingerprint", m.ContentFingerprint)
 	w.str("blob_uri", m.BlobURI)
 	w.int("size_bytes", m.SizeBytes)
@@ -255,7 +258,7 @@ func encodeBlobAvailable(m *BlobAvailable) ([]byte, error) {
 
 func encodeFetchFailed(m *FetchFailed) ([]byte, error) {
 	size := len(m.CommandID) + len(m.URL) + len(m.InfoSourceID) + len(m.Reason) + optLen(m.Detail)
-	w := newPayloadWriter(EventFetchFailed, m.SchemaVersion, m.OccurredAt, size+128)
+	w := newPayloadWriter(EventFetchFailed, m.SchemaVersion, m.OccurredAt, size+224)
 	w.str("command_id", m.CommandID)
 	w.str("url", m.URL)
 	w.str("info_source_id", m.InfoSourceID)
@@ -268,7 +271,7 @@ func encodeFetchFailed(m *FetchFailed) ([]byte, error) {
 }
 
 func encodeFetchPolicyState(m *FetchPolicyState) ([]byte, error) {
-	w := newPayloadWriter(EventFetchPolicyState, m.SchemaVersion, m.OccurredAt, len(m.Host)+64)
+	w := newPayloadWriter(EventFetchPolicyState, m.SchemaVersion, m.OccurredAt, len(m.Host)+160)
 	w.str("host", m.Host)
 	w.optFloat("min_interval_seconds", m.MinIntervalSeconds)
 	w.bool("revoked", m.Revoked)

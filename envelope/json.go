@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -28,14 +29,14 @@ func syntaxAt(off int) error { return fmt.Errorf("%w at byte %d", errSyntax, off
 // objectReader walks the members of one JSON object. Its zero value is not
 // usable; start with openObject.
 type objectReader struct {
-	data []byte
+	data string
 	pos  int
 	n    int // members read so far
 }
 
 // openObject positions a reader after the '{' of the object starting at (or
 // after whitespace at) data[pos:].
-func openObject(data []byte, pos int) (objectReader, error) {
+func openObject(data string, pos int) (objectReader, error) {
 	pos = skipSpace(data, pos)
 	if pos >= len(data) || data[pos] != '{' {
 		return objectReader{}, syntaxAt(pos)
@@ -47,39 +48,39 @@ func openObject(data []byte, pos int) (objectReader, error) {
 // false once the closing '}' has been consumed. The name is returned raw
 // (without quotes); escaped reports whether it holds escapes, in which case
 // the caller must unquote it before comparing.
-func (r *objectReader) next() (name []byte, escaped, ok bool, err error) {
+func (r *objectReader) next() (name string, escaped, ok bool, err error) {
 	d := r.data
 	r.pos = skipSpace(d, r.pos)
 	if r.pos >= len(d) {
-		return nil, false, false, syntaxAt(r.pos)
+		return "", false, false, syntaxAt(r.pos)
 	}
 	if r.n == 0 {
 		if d[r.pos] == '}' {
 			r.pos++
-			return nil, false, false, nil
+			return "", false, false, nil
 		}
 	} else {
 		switch d[r.pos] {
 		case '}':
 			r.pos++
-			return nil, false, false, nil
+			return "", false, false, nil
 		case ',':
 			r.pos = skipSpace(d, r.pos+1)
 		default:
-			return nil, false, false, syntaxAt(r.pos)
+			return "", false, false, syntaxAt(r.pos)
 		}
 	}
 	if r.pos >= len(d) || d[r.pos] != '"' {
-		return nil, false, false, syntaxAt(r.pos)
+		return "", false, false, syntaxAt(r.pos)
 	}
 	start := r.pos
 	end, esc, err := scanString(d, start)
 	if err != nil {
-		return nil, false, false, err
+		return "", false, false, err
 	}
 	r.pos = skipSpace(d, end)
 	if r.pos >= len(d) || d[r.pos] != ':' {
-		return nil, false, false, syntaxAt(r.pos)
+		return "", false, false, syntaxAt(r.pos)
 	}
 	r.pos++
 	r.n++
@@ -89,7 +90,7 @@ func (r *objectReader) next() (name []byte, escaped, ok bool, err error) {
 // value reads the current member's value and returns its raw bytes (no
 // surrounding whitespace). With allowNonFinite, Python's NaN, Infinity and
 // -Infinity tokens are accepted as the whole value.
-func (r *objectReader) value(allowNonFinite bool) ([]byte, error) {
+func (r *objectReader) value(allowNonFinite bool) (string, error) {
 	start := skipSpace(r.data, r.pos)
 	if allowNonFinite {
 		if tok := nonFiniteToken(r.data[start:]); tok != "" {
@@ -99,16 +100,16 @@ func (r *objectReader) value(allowNonFinite bool) ([]byte, error) {
 	}
 	end, err := skipValue(r.data, start, 1)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	r.pos = end
 	return r.data[start:end], nil
 }
 
 // nonFiniteToken returns the Python float token data starts with, or "".
-func nonFiniteToken(data []byte) string {
+func nonFiniteToken(data string) string {
 	for _, tok := range [...]string{"NaN", "Infinity", "-Infinity"} {
-		if len(data) >= len(tok) && string(data[:len(tok)]) == tok {
+		if len(data) >= len(tok) && data[:len(tok)] == tok {
 			return tok
 		}
 	}
@@ -124,7 +125,7 @@ func (r *objectReader) finish() error {
 	return nil
 }
 
-func skipSpace(d []byte, pos int) int {
+func skipSpace(d string, pos int) int {
 	for pos < len(d) {
 		switch d[pos] {
 		case ' ', '\t', '\n', '\r':
@@ -139,7 +140,7 @@ func skipSpace(d []byte, pos int) int {
 // scanString validates the string starting at d[pos] == '"' and returns the
 // offset just past its closing quote and whether it contains escapes.
 // UTF-8 validity is checked once for the whole payload, not here.
-func scanString(d []byte, pos int) (end int, escaped bool, err error) {
+func scanString(d string, pos int) (end int, escaped bool, err error) {
 	i := pos + 1
 	for i < len(d) {
 		c := d[i]
@@ -158,8 +159,8 @@ func scanString(d []byte, pos int) (end int, escaped bool, err error) {
 				if i+6 > len(d) {
 					return 0, false, syntaxAt(i)
 				}
-				for _, h := range d[i+2 : i+6] {
-					if unhex(h) < 0 {
+				for j := i + 2; j < i+6; j++ {
+					if unhex(d[j]) < 0 {
 						return 0, false, syntaxAt(i)
 					}
 				}
@@ -178,7 +179,7 @@ func scanString(d []byte, pos int) (end int, escaped bool, err error) {
 
 // skipValue validates the value starting at d[pos] and returns the offset just
 // past it.
-func skipValue(d []byte, pos, depth int) (int, error) {
+func skipValue(d string, pos, depth int) (int, error) {
 	if pos >= len(d) {
 		return 0, syntaxAt(pos)
 	}
@@ -245,15 +246,15 @@ func skipValue(d []byte, pos, depth int) (int, error) {
 	}
 }
 
-func skipLiteral(d []byte, pos int, lit string) (int, error) {
-	if len(d)-pos < len(lit) || string(d[pos:pos+len(lit)]) != lit {
+func skipLiteral(d string, pos int, lit string) (int, error) {
+	if len(d)-pos < len(lit) || d[pos:pos+len(lit)] != lit {
 		return 0, syntaxAt(pos)
 	}
 	return pos + len(lit), nil
 }
 
 // scanNumber validates -?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)? at d[pos].
-func scanNumber(d []byte, pos int) (int, error) {
+func scanNumber(d string, pos int) (int, error) {
 	i := pos
 	if d[i] == '-' {
 		i++
@@ -287,7 +288,7 @@ func scanNumber(d []byte, pos int) (int, error) {
 	return i, nil
 }
 
-func skipDigits(d []byte, i int) int {
+func skipDigits(d string, i int) int {
 	for i < len(d) && d[i] >= '0' && d[i] <= '9' {
 		i++
 	}
@@ -307,7 +308,7 @@ func unhex(c byte) rune {
 }
 
 // kindOf names the JSON type of a validated raw value, for error details.
-func kindOf(raw []byte) string {
+func kindOf(raw string) string {
 	switch raw[0] {
 	case '"':
 		return "string"
@@ -329,11 +330,11 @@ func kindOf(raw []byte) string {
 	return "number"
 }
 
-func isNull(raw []byte) bool { return len(raw) == 4 && string(raw) == "null" }
+func isNull(raw string) bool { return raw == "null" }
 
 // unquoteBytes decodes the contents of a validated JSON string (without its
 // quotes). A lone surrogate escape becomes U+FFFD, as in encoding/json.
-func unquoteBytes(s []byte) string {
+func unquote(s string) string {
 	b := make([]byte, 0, len(s))
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -376,37 +377,38 @@ func unquoteBytes(s []byte) string {
 	return string(b)
 }
 
-func hex4(s []byte) rune {
+func hex4(s string) rune {
 	return unhex(s[0])<<12 | unhex(s[1])<<8 | unhex(s[2])<<4 | unhex(s[3])
 }
 
 // Typed readers. Each takes a validated raw value and reports a wrong JSON
 // type as an error naming the type found, never the value.
 
-func wrongType(want string, raw []byte) error {
+func wrongType(want string, raw string) error {
 	return fmt.Errorf("want %s, got %s", want, kindOf(raw))
 }
 
-func readString(raw []byte) (string, error) {
+// readString returns a substring of raw when there is nothing to unescape,
+// so most fields cost no allocation.
+func readString(raw string) (string, error) {
 	if raw[0] != '"' {
 		return "", wrongType("a string", raw)
 	}
 	inner := raw[1 : len(raw)-1]
-	for _, c := range inner {
-		if c == '\\' {
-			return unquoteBytes(inner), nil
-		}
+	if strings.IndexByte(inner, '\\') >= 0 {
+		return unquote(inner), nil
 	}
-	return string(inner), nil
+	return inner, nil
 }
 
-func readInt(raw []byte, bits int) (int64, error) {
-	for i, c := range raw {
+func readInt(raw string, bits int) (int64, error) {
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
 		if (c < '0' || c > '9') && !(i == 0 && c == '-') {
 			return 0, wrongType("an integer", raw)
 		}
 	}
-	n, err := strconv.ParseInt(string(raw), 10, bits)
+	n, err := strconv.ParseInt(raw, 10, bits)
 	if err != nil {
 		return 0, fmt.Errorf("integer out of range")
 	}
@@ -416,9 +418,9 @@ func readInt(raw []byte, bits int) (int64, error) {
 // readFloat reads a JSON number. With allowNonFinite, Python's NaN/±Infinity
 // tokens and numbers too large for a float64 decode to NaN/±Inf (as Python's
 // float() would have them); otherwise both are errors.
-func readFloat(raw []byte, allowNonFinite bool) (float64, error) {
+func readFloat(raw string, allowNonFinite bool) (float64, error) {
 	if allowNonFinite {
-		switch string(raw) {
+		switch raw {
 		case "NaN":
 			return math.NaN(), nil
 		case "Infinity":
@@ -430,15 +432,15 @@ func readFloat(raw []byte, allowNonFinite bool) (float64, error) {
 	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
 		return 0, wrongType("a number", raw)
 	}
-	f, err := strconv.ParseFloat(string(raw), 64)
+	f, err := strconv.ParseFloat(raw, 64)
 	if err != nil && !(allowNonFinite && math.IsInf(f, 0)) {
 		return 0, fmt.Errorf("number out of range")
 	}
 	return f, nil
 }
 
-func readBool(raw []byte) (bool, error) {
-	switch string(raw) {
+func readBool(raw string) (bool, error) {
+	switch raw {
 	case "true":
 		return true, nil
 	case "false":
@@ -449,7 +451,7 @@ func readBool(raw []byte) (bool, error) {
 
 // readHeaders reads an object of string values. Duplicate names keep the
 // last value, as Python's json does. Errors name the header, never its value.
-func readHeaders(raw []byte) (map[string]string, error) {
+func readHeaders(raw string) (map[string]string, error) {
 	if raw[0] != '{' {
 		return nil, wrongType("an object", raw)
 	}
@@ -466,9 +468,9 @@ func readHeaders(raw []byte) (map[string]string, error) {
 		if !ok {
 			return h, nil
 		}
-		key := string(name)
+		key := name
 		if escaped {
-			key = unquoteBytes(name)
+			key = unquote(name)
 		}
 		v, err := r.value(false)
 		if err != nil {
