@@ -30,8 +30,9 @@
 // # Destination guard
 //
 // A Guard refuses any destination that is not globally reachable unicast:
-// every IPv4 and IPv6 range of SPEC 6 (see ranges.go, one entry per line
-// with its RFC). A refusal is a *RefusedError wrapping ErrRefused; a resolver
+// every IPv4 and IPv6 range of SPEC 6, plus 3fff::/20 (documentation,
+// RFC 9637). A refusal is a *RefusedError wrapping ErrRefused whose Range
+// names the entry and its RFC; a resolver
 // failure wraps ErrResolve instead, since DNS trouble is transient while a
 // refusal is permanent. Options.Allow is the only way to loosen it.
 //
