@@ -18,7 +18,8 @@ const SchemaVersion = 1
 const ContentType = "application/json"
 
 // Model is one of the four payloads: *ContentFetch, *BlobAvailable,
-// *FetchFailed or *FetchPolicyState.
+// *FetchFailed or *FetchPolicyState. Models are plain values: safe to read
+// from several goroutines, not to mutate concurrently.
 type Model interface {
 	// EventType is the payload's event_type.
 	EventType() string
@@ -31,6 +32,8 @@ type Model interface {
 }
 
 // ContentFetch is the command an issuer publishes on content.fetch.
+// In every model, a SchemaVersion of 0 is written by ToWire as SchemaVersion,
+// so a literal may leave it out.
 type ContentFetch struct {
 	SchemaVersion int
 	OccurredAt    time.Time
