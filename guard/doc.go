@@ -32,9 +32,9 @@
 // A Guard refuses any destination that is not globally reachable unicast:
 // every IPv4 and IPv6 range of SPEC 6, plus 3fff::/20 (documentation,
 // RFC 9637). A refusal is a *RefusedError wrapping ErrRefused whose Range
-// names the entry and its RFC; a resolver
-// failure wraps ErrResolve instead, since DNS trouble is transient while a
-// refusal is permanent. Options.Allow is the only way to loosen it.
+// names the entry and its RFC; a resolver failure wraps ErrResolve instead,
+// since DNS trouble is transient while a refusal is permanent. Options.Allow
+// is the only way to loosen the guard.
 //
 // One address is judged in this order: zone stripped; inside Allow → passes;
 // an IPv6 address carrying an IPv4 (IPv4-mapped, NAT64 64:ff9b::/96 and
