@@ -33,8 +33,13 @@ var (
 	// headers, one read) took longer than the request's timeout.
 	ErrTimeout = errors.New("fetch: operation timed out")
 	// ErrDeadline means the whole fetch, all hops included, ran past the
-	// fetcher's MaxFetchTime.
+	// fetcher's MaxFetchTime or the request's, whichever is shorter.
 	ErrDeadline = errors.New("fetch: whole-fetch deadline exceeded")
+	// ErrNetwork means the exchange with an origin failed on the wire:
+	// connect, TLS, a reset, a malformed or truncated response. The
+	// underlying error is wrapped too. Refusals at dial time keep
+	// guard.ErrRefused and failed lookups guard.ErrResolve instead.
+	ErrNetwork = errors.New("fetch: network error")
 	// ErrStore means the sink failed to store a body that arrived whole (a
 	// full disk, an unreachable bucket).
 	ErrStore = errors.New("fetch: storing the body failed")
@@ -74,3 +79,16 @@ func (e *ParkedError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrParked) true.
 func (e *ParkedError) Unwrap() error { return ErrParked }
+
+// networkError marks a failure on the wire with ErrNetwork while keeping the
+// message of the underlying error.
+type networkError struct {
+	url string
+	err error
+}
+
+func (e *networkError) Error() string { return "fetch: " + e.url + ": " + e.err.Error() }
+
+// Unwrap makes errors.Is(err, ErrNetwork) true and keeps the cause
+// reachable.
+func (e *networkError) Unwrap() []error { return []error{ErrNetwork, e.err} }

@@ -165,6 +165,10 @@ type Request struct {
 	// first hop only and win over Headers of the same name: validators
 	// describe the URL asked for, not wherever it redirects.
 	Conditional map[string]string
+	// MaxFetchTime bounds this whole fetch, all hops and pacing included,
+	// failing with ErrDeadline. It can only shorten the fetcher's
+	// MaxFetchTime; zero means the fetcher's.
+	MaxFetchTime time.Duration
 }
 
 // Result describes the final response of a fetch.
@@ -210,7 +214,12 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 	if timeout <= 0 {
 		timeout = f.timeout
 	}
-	fetchCtx, cancel := context.WithTimeoutCause(ctx, f.maxFetch, ErrDeadline)
+	maxFetch := f.maxFetch
+	if req.MaxFetchTime > 0 && req.MaxFetchTime < maxFetch {
+		maxFetch = req.MaxFetchTime
+	}
+	// The cause names the bound in force, so the error says which one ran out.
+	fetchCtx, cancel := context.WithTimeoutCause(ctx, maxFetch, fmt.Errorf("%w (%s)", ErrDeadline, maxFetch))
 	defer cancel()
 
 	res := &Result{}
@@ -333,13 +342,19 @@ func (f *Fetcher) ioError(ctx, fetchCtx context.Context, wd *watchdog, u *url.UR
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case errors.Is(context.Cause(fetchCtx), ErrDeadline):
-		return fmt.Errorf("%w (%s) at %s", ErrDeadline, f.maxFetch, u.Redacted())
+		return fmt.Errorf("%w at %s", context.Cause(fetchCtx), u.Redacted())
 	case wd != nil && wd.fired():
 		return fmt.Errorf("%w (%s) at %s", ErrTimeout, wd.d, u.Redacted())
 	}
 	var parked *ParkedError
 	if errors.As(err, &parked) || errors.Is(err, ErrStopping) || errors.Is(err, ErrNotFetchable) {
 		return err
+	}
+	// With a watchdog the failure happened on the wire (dial, TLS, a reset,
+	// a malformed or truncated response); a refusal at dial time or a failed
+	// lookup keeps its own sentinel instead.
+	if wd != nil && !errors.Is(err, guard.ErrRefused) && !errors.Is(err, guard.ErrResolve) {
+		return &networkError{url: u.Redacted(), err: err}
 	}
 	return fmt.Errorf("fetch: %s: %w", u.Redacted(), err)
 }
