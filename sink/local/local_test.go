@@ -26,7 +26,7 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-func newSink(t *testing.T, opts Options) *Sink {
+func newSink(t testing.TB, opts Options) *Sink {
 	t.Helper()
 	if opts.Dir == "" {
 		opts.Dir = filepath.Join(t.TempDir(), "blobs")
