@@ -1,0 +1,418 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// The decision cases run against every pacer: Local with explicit times, and
+// the Redis pacer (single server and Cluster) for the cases whose steps all
+// happen at one instant, since Redis reads its own clock.
+
+const (
+	opReserve = "reserve"
+	opRefused = "refused"
+	opPublish = "publish" // publish host's floor on the case's Table
+	opRevoke  = "revoke"  // revoke host's floor
+)
+
+type step struct {
+	op string
+	// at is the decision's time as an offset from t0 (Local only).
+	at      time.Duration
+	host    string
+	maxWait time.Duration
+	// retryAfter is the header value a refusal carried, parsed as the
+	// handler would, with ParseRetryAfter at t0.
+	retryAfter string
+	floor      float64 // seconds, for opPublish
+
+	want Reservation   // for opReserve
+	wait time.Duration // for opRefused: the interval it returns
+}
+
+type decisionCase struct {
+	name string
+	// def is the default interval; nil means the package default.
+	def *time.Duration
+	// floors are published before the first step.
+	floors map[string]float64
+	steps  []step
+}
+
+// clockFree reports whether every step happens at t0, so a pacer on another
+// clock must reach the same decisions (within the time the calls take).
+func (c decisionCase) clockFree() bool {
+	for _, s := range c.steps {
+		if s.at != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func ptr(d time.Duration) *time.Duration { return &d }
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+const long = time.Hour // a maxWait that never parks
+
+func reserve(at time.Duration, host string, maxWait time.Duration, wait time.Duration, ok bool, interval time.Duration) step {
+	return step{op: opReserve, at: at, host: host, maxWait: maxWait, want: Reservation{Wait: wait, OK: ok, Interval: interval}}
+}
+
+func refused(at time.Duration, host, retryAfter string, interval time.Duration) step {
+	return step{op: opRefused, at: at, host: host, retryAfter: retryAfter, wait: interval}
+}
+
+var decisionCases = []decisionCase{
+	{
+		name:  "the first request waits for nothing",
+		steps: []step{reserve(0, "a.test", 0, 0, true, time.Second)},
+	},
+	{
+		name: "a second request waits out the interval",
+		steps: []step{
+			reserve(0, "a.test", long, 0, true, time.Second),
+			reserve(250*time.Millisecond, "a.test", long, 750*time.Millisecond, true, time.Second),
+		},
+	},
+	{
+		name: "the wait is gone once the interval has elapsed",
+		steps: []step{
+			reserve(0, "a.test", 0, 0, true, time.Second),
+			reserve(time.Second, "a.test", 0, 0, true, time.Second),
+		},
+	},
+	{
+		name: "callers at one instant are spaced from one another",
+		steps: []step{
+			reserve(0, "a.test", long, 0, true, time.Second),
+			reserve(0, "a.test", long, 1*time.Second, true, time.Second),
+			reserve(0, "a.test", long, 2*time.Second, true, time.Second),
+		},
+	},
+	{
+		name: "pacing is per host",
+		steps: []step{
+			reserve(0, "a.test", long, 0, true, time.Second),
+			reserve(0, "b.test", long, 0, true, time.Second),
+		},
+	},
+	{
+		name: "the host is case-insensitive",
+		steps: []step{
+			reserve(0, "Example.TEST", long, 0, true, time.Second),
+			reserve(0, "example.test", long, time.Second, true, time.Second),
+		},
+	},
+	{
+		name: "a parked attempt records nothing",
+		steps: []step{
+			reserve(0, "a.test", long, 0, true, time.Second),
+			reserve(0, "a.test", 500*time.Millisecond, time.Second, false, time.Second),
+			reserve(0, "a.test", 500*time.Millisecond, time.Second, false, time.Second),
+			// Had the parks been recorded this would be 3 s.
+			reserve(0, "a.test", time.Second, time.Second, true, time.Second),
+		},
+	},
+	{
+		name: "a zero default is expressible",
+		def:  ptr(0),
+		steps: []step{
+			reserve(0, "a.test", 0, 0, true, 0),
+			reserve(0, "a.test", 0, 0, true, 0),
+		},
+	},
+	{
+		name:   "a published 0.0 is honoured over a slow default",
+		def:    ptr(60 * time.Second),
+		floors: map[string]float64{"fast.test": 0},
+		steps: []step{
+			reserve(0, "fast.test", 0, 0, true, 0),
+			reserve(0, "fast.test", 0, 0, true, 0),
+			reserve(0, "other.test", 0, 0, true, 60*time.Second),
+		},
+	},
+	{
+		name:   "a published floor replaces the default",
+		floors: map[string]float64{"slow.test": 30},
+		steps: []step{
+			reserve(0, "slow.test", long, 0, true, 30*time.Second),
+			reserve(5*time.Second, "slow.test", long, 25*time.Second, true, 30*time.Second),
+		},
+	},
+	{
+		name:   "a published floor applies even when the default is 0",
+		def:    ptr(0),
+		floors: map[string]float64{"slow.test": 30},
+		steps: []step{
+			reserve(0, "slow.test", long, 0, true, 30*time.Second),
+			reserve(0, "slow.test", long, 30*time.Second, true, 30*time.Second),
+		},
+	},
+	{
+		name:   "a revoked host falls back to the default, not to unlimited",
+		def:    ptr(2 * time.Second),
+		floors: map[string]float64{"slow.test": 0},
+		steps: []step{
+			reserve(0, "slow.test", long, 0, true, 0),
+			{op: opRevoke, host: "slow.test"},
+			reserve(0, "slow.test", long, 2*time.Second, true, 2*time.Second),
+		},
+	},
+	{
+		name:   "the floor is re-read on every decision",
+		floors: map[string]float64{"a.test": 0.5},
+		steps: []step{
+			reserve(0, "a.test", long, 0, true, 500*time.Millisecond),
+			{op: opPublish, host: "a.test", floor: 10},
+			reserve(0, "a.test", long, 10*time.Second, true, 10*time.Second),
+		},
+	},
+	{
+		name: "refusals double the interval in force",
+		steps: []step{
+			reserve(0, "a.test", long, 0, true, time.Second),
+			refused(0, "a.test", "", 2*time.Second),
+			refused(0, "a.test", "", 4*time.Second),
+			refused(0, "a.test", "", 8*time.Second),
+			reserve(0, "a.test", long, 8*time.Second, true, 8*time.Second),
+		},
+	},
+	{
+		name:   "the first step is at least 2 s however fast the floor",
+		floors: map[string]float64{"fast.test": 0.1},
+		steps: []step{
+			reserve(0, "fast.test", long, 0, true, 100*time.Millisecond),
+			refused(0, "fast.test", "", 2*time.Second),
+		},
+	},
+	{
+		name:   "a 0.0 floor escalates too",
+		floors: map[string]float64{"fast.test": 0},
+		steps: []step{
+			reserve(0, "fast.test", long, 0, true, 0),
+			refused(0, "fast.test", "", 2*time.Second),
+			reserve(0, "fast.test", long, 2*time.Second, true, 2*time.Second),
+		},
+	},
+	{
+		name: "escalation stops at the headroom above the floor",
+		steps: []step{
+			refused(0, "a.test", "", 2*time.Second),
+			refused(0, "a.test", "", 4*time.Second),
+			refused(0, "a.test", "", 8*time.Second),
+			refused(0, "a.test", "", 16*time.Second),
+			refused(0, "a.test", "", 32*time.Second),
+			refused(0, "a.test", "", 61*time.Second),
+			refused(0, "a.test", "", 61*time.Second),
+		},
+	},
+	{
+		name:   "a floor above the old absolute cap still escalates",
+		floors: map[string]float64{"slow.test": 300},
+		steps: []step{
+			reserve(0, "slow.test", long, 0, true, 300*time.Second),
+			refused(0, "slow.test", "", 360*time.Second),
+			reserve(0, "slow.test", long, 360*time.Second, true, 360*time.Second),
+		},
+	},
+	{
+		name: "a Retry-After beats the doubling",
+		steps: []step{
+			reserve(0, "a.test", long, 0, true, time.Second),
+			refused(0, "a.test", "45", 45*time.Second),
+			reserve(0, "a.test", long, 45*time.Second, true, 45*time.Second),
+		},
+	},
+	{
+		name: "a Retry-After is clamped to the headroom",
+		steps: []step{
+			refused(0, "a.test", "3600", 61*time.Second),
+		},
+	},
+	{
+		name: "a Retry-After date is clamped to the headroom",
+		steps: []step{
+			refused(0, "a.test", "Sun, 01 Mar 2026 13:00:00 GMT", 61*time.Second),
+		},
+	},
+	{
+		name: "a short Retry-After never lowers the escalation",
+		steps: []step{
+			refused(0, "a.test", "", 2*time.Second),
+			refused(0, "a.test", "1", 4*time.Second),
+		},
+	},
+	{
+		name: "a malformed Retry-After falls back to doubling",
+		steps: []step{
+			refused(0, "a.test", "1_0", 2*time.Second),
+			refused(0, "a.test", "soon", 4*time.Second),
+		},
+	},
+	{
+		name: "a Retry-After date in the past falls back to doubling",
+		steps: []step{
+			refused(0, "a.test", "Sun, 01 Mar 2026 11:00:00 GMT", 2*time.Second),
+		},
+	},
+	{
+		name: "a refusal for a host never reserved still spaces it",
+		steps: []step{
+			refused(0, "a.test", "", 2*time.Second),
+			reserve(0, "a.test", long, 2*time.Second, true, 2*time.Second),
+		},
+	},
+	{
+		name:   "a floor republished above the escalation wins",
+		floors: map[string]float64{"a.test": 0.5},
+		steps: []step{
+			reserve(0, "a.test", long, 0, true, 500*time.Millisecond),
+			refused(0, "a.test", "", 2*time.Second),
+			{op: opPublish, host: "a.test", floor: 10},
+			reserve(0, "a.test", long, 10*time.Second, true, 10*time.Second),
+		},
+	},
+	{
+		name: "an escalation is spaced from the request that went out",
+		steps: []step{
+			reserve(0, "a.test", long, 0, true, time.Second),
+			refused(100*time.Millisecond, "a.test", "", 2*time.Second),
+			reserve(500*time.Millisecond, "a.test", long, 1500*time.Millisecond, true, 2*time.Second),
+		},
+	},
+	{
+		name: "the escalation resets in one step after the quiet window",
+		steps: []step{
+			reserve(0, "a.test", long, 0, true, time.Second),
+			refused(0, "a.test", "", 2*time.Second),
+			refused(0, "a.test", "", 4*time.Second),
+			reserve(EscalationReset, "a.test", long, 0, true, time.Second),
+			reserve(EscalationReset, "a.test", long, time.Second, true, time.Second),
+			refused(EscalationReset, "a.test", "", 2*time.Second),
+		},
+	},
+	{
+		name: "the escalation holds until the window has elapsed",
+		steps: []step{
+			refused(0, "a.test", "", 2*time.Second),
+			reserve(EscalationReset-time.Second, "a.test", long, 0, true, 2*time.Second),
+		},
+	},
+	{
+		name: "the quiet window runs from the last refusal, not the last request",
+		steps: []step{
+			refused(0, "a.test", "", 2*time.Second),
+			reserve(10*time.Minute, "a.test", long, 0, true, 2*time.Second),
+			reserve(20*time.Minute, "a.test", long, 0, true, 2*time.Second),
+			refused(20*time.Minute, "a.test", "", 4*time.Second),
+			reserve(30*time.Minute, "a.test", long, 0, true, 4*time.Second),
+			reserve(50*time.Minute-time.Second, "a.test", long, 0, true, 4*time.Second),
+			reserve(50*time.Minute, "a.test", long, 0, true, time.Second),
+		},
+	},
+}
+
+// decider adapts a pacer to the steps: Local decides at the step's time,
+// Redis at its own.
+type decider interface {
+	reserve(at time.Time, host string, maxWait time.Duration) (Reservation, error)
+	refused(at time.Time, host string, retryAfter time.Duration) (time.Duration, error)
+}
+
+type localDecider struct{ *Local }
+
+func (d localDecider) reserve(at time.Time, host string, maxWait time.Duration) (Reservation, error) {
+	return d.ReserveAt(at, host, maxWait)
+}
+
+func (d localDecider) refused(at time.Time, host string, retryAfter time.Duration) (time.Duration, error) {
+	return d.RefusedAt(at, host, retryAfter)
+}
+
+// runDecisions plays c against the decider newPacer builds. Waits may come
+// out up to slack shorter than wanted (the time the calls themselves took).
+func runDecisions(t *testing.T, c decisionCase, slack time.Duration, newPacer func(*Table) decider) {
+	t.Helper()
+	tab := NewTable()
+	for host, s := range c.floors {
+		tab.Apply(published(host, s, 0))
+	}
+	p := newPacer(tab)
+	for i, s := range c.steps {
+		now := t0.Add(s.at)
+		switch s.op {
+		case opPublish:
+			tab.Apply(published(s.host, s.floor, i+1))
+		case opRevoke:
+			tab.Apply(revoked(s.host, i+1))
+		case opReserve:
+			got, err := p.reserve(now, s.host, s.maxWait)
+			if err != nil {
+				t.Fatalf("step %d: reserve(%s): %v", i, s.host, err)
+			}
+			if got.OK != s.want.OK || got.Interval != s.want.Interval || !near(got.Wait, s.want.Wait, slack) {
+				t.Errorf("step %d: reserve(%q, at %v, maxWait %v) = %+v; want %+v", i, s.host, s.at, s.maxWait, got, s.want)
+			}
+		case opRefused:
+			ra, _ := ParseRetryAfter(s.retryAfter, now)
+			got, err := p.refused(now, s.host, ra)
+			if err != nil {
+				t.Fatalf("step %d: refused(%s): %v", i, s.host, err)
+			}
+			if got != s.wait {
+				t.Errorf("step %d: refused(%q, at %v, Retry-After %q) = %v; want %v", i, s.host, s.at, s.retryAfter, got, s.wait)
+			}
+		}
+	}
+}
+
+// near allows a wait up to slack short (the calls took time) and, for a
+// pacer on another clock, a millisecond long (the clock mapping's error).
+func near(got, want, slack time.Duration) bool {
+	if slack == 0 {
+		return got == want
+	}
+	return got <= want+time.Millisecond && got >= want-slack
+}
+
+func TestLocalDecisions(t *testing.T) {
+	for _, c := range decisionCases {
+		t.Run(c.name, func(t *testing.T) {
+			runDecisions(t, c, 0, func(tab *Table) decider {
+				return localDecider{NewLocal(LocalOptions{DefaultInterval: c.def, Floors: tab})}
+			})
+		})
+	}
+}
+
+func TestLocalEmptyHost(t *testing.T) {
+	l := NewLocal(LocalOptions{})
+	if _, err := l.ReserveAt(t0, "", 0); !errors.Is(err, ErrEmptyHost) {
+		t.Errorf("ReserveAt(\"\") error = %v; want ErrEmptyHost", err)
+	}
+	if _, err := l.RefusedAt(t0, "", 0); !errors.Is(err, ErrEmptyHost) {
+		t.Errorf("RefusedAt(\"\") error = %v; want ErrEmptyHost", err)
+	}
+	if n := l.Tracked(); n != 0 {
+		t.Errorf("Tracked() = %d; want 0", n)
+	}
+}
+
+func TestLocalCancelledContext(t *testing.T) {
+	l := NewLocal(LocalOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Reserve(ctx, "a.test", 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("Reserve error = %v; want context.Canceled", err)
+	}
+	if _, err := l.Refused(ctx, "a.test", 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("Refused error = %v; want context.Canceled", err)
+	}
+}
