@@ -9,7 +9,8 @@
 -- Every duration and instant is in microseconds. Instants come from the
 -- server's TIME so workers on different machines agree.
 --
--- Reply: {ok, wait, interval in force, escalation, age of the escalation}.
+-- Reply: {ok, wait, interval in force, escalation, age of the escalation,
+-- the server's now}.
 
 if redis.replicate_commands then redis.replicate_commands() end
 
@@ -49,14 +50,14 @@ if mode == 'refuse' then
   interval = math.max(floor, esc)
   redis.call('HSET', KEYS[1], 'last', int(last), 'esc', int(esc), 'esc_at', int(esc_at))
   expire(last, interval)
-  return {1, 0, interval, esc, 0}
+  return {1, 0, interval, esc, 0, now}
 end
 
 local wait = 0
 if last ~= nil and interval > 0 then wait = math.max(0, interval - (now - last)) end
 if wait > arg then
   -- Parked: nothing recorded, the slot stays free for a request that goes out.
-  return {0, wait, interval, esc, now - esc_at}
+  return {0, wait, interval, esc, now - esc_at, now}
 end
 last = now + wait
 if esc > 0 then
@@ -66,4 +67,4 @@ else
   redis.call('HDEL', KEYS[1], 'esc', 'esc_at')
 end
 expire(last, interval)
-return {1, wait, interval, esc, now - esc_at}
+return {1, wait, interval, esc, now - esc_at, now}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,6 +72,7 @@ type Redis struct {
 	log      *slog.Logger
 	timeout  time.Duration
 	degraded atomic.Bool
+	clock    serverClock
 }
 
 // paceScript makes the whole decision for one host. See pace.lua.
@@ -100,6 +102,7 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 		fallback: opts.Fallback,
 		log:      opts.Logger,
 		timeout:  opts.Timeout,
+		clock:    serverClock{base: time.Now()},
 	}
 	if r.prefix == "" {
 		r.prefix = DefaultKeyPrefix
@@ -148,8 +151,12 @@ func (r *Redis) Reserve(ctx context.Context, host string, maxWait time.Duration)
 		return r.fallback.Reserve(ctx, host, maxWait)
 	}
 	r.recover()
-	res := Reservation{OK: v.ok, Wait: v.wait, Interval: v.interval}
+	// The slot is an instant on the server's clock; waiting for it from
+	// when the reply happened to arrive would add the reply's latency, which
+	// varies, to the spacing the origin sees.
 	now := time.Now()
+	slot := r.clock.local(v.serverNow + v.wait)
+	res := Reservation{OK: v.ok, Wait: max(0, slot.Sub(now)), Interval: v.interval}
 	var goesOut time.Time
 	if res.OK {
 		goesOut = now.Add(res.Wait)
@@ -184,17 +191,19 @@ func (r *Redis) Refused(ctx context.Context, host string, retryAfter time.Durati
 
 // scriptResult is pace.lua's reply.
 type scriptResult struct {
-	ok       bool
-	wait     time.Duration
-	interval time.Duration
-	esc      time.Duration
-	escAge   time.Duration
+	ok        bool
+	wait      time.Duration
+	interval  time.Duration
+	esc       time.Duration
+	escAge    time.Duration
+	serverNow time.Duration // since the Unix epoch, on the server's clock
 }
 
 func (r *Redis) exec(ctx context.Context, host, mode string, arg time.Duration) (scriptResult, error) {
 	floor := floorFor(r.floors, r.def, host)
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
+	sent := time.Now()
 	resp := paceScript.Exec(ctx, r.client, []string{r.Key(host)}, []string{
 		mode, micros(floor), micros(arg), argFirstStep, argHeadroom, argReset, argGrace,
 	})
@@ -202,11 +211,52 @@ func (r *Redis) exec(ctx context.Context, host, mode string, arg time.Duration) 
 	if err != nil {
 		return scriptResult{}, err
 	}
-	if len(vals) != 5 {
+	if len(vals) != 6 {
 		return scriptResult{}, errScriptReply
 	}
 	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
-	return scriptResult{ok: vals[0] == 1, wait: us(vals[1]), interval: us(vals[2]), esc: us(vals[3]), escAge: us(vals[4])}, nil
+	v := scriptResult{
+		ok: vals[0] == 1, wait: us(vals[1]), interval: us(vals[2]),
+		esc: us(vals[3]), escAge: us(vals[4]), serverNow: us(vals[5]),
+	}
+	r.clock.observe(sent, time.Now(), v.serverNow)
+	return v, nil
+}
+
+// serverClock maps instants on the Redis server's clock to this process's
+// monotonic clock, NTP-style: each round trip gives an offset accurate to
+// half its duration, and the quickest recent one is kept.
+type serverClock struct {
+	base time.Time // local reference; durations below are since base
+
+	mu     sync.Mutex
+	have   bool
+	offset time.Duration // server time minus local time since base
+	rtt    time.Duration
+	at     time.Duration // when the kept sample was taken
+}
+
+// observe takes one sample: sent and received bracket a reply stamped
+// server on the server.
+func (c *serverClock) observe(sent, received time.Time, server time.Duration) {
+	s, e := sent.Sub(c.base), received.Sub(c.base)
+	rtt := e - s
+	offset := server - (s + rtt/2)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// A kept sample ages by 1 ms per second, far faster than clocks drift,
+	// so a slower but fresher sample eventually replaces it.
+	if !c.have || rtt <= c.rtt+(e-c.at)/1000 {
+		c.have, c.offset, c.rtt, c.at = true, offset, rtt, e
+	}
+}
+
+// local returns the local instant of server time t.
+func (c *serverClock) local(t time.Duration) time.Time {
+	c.mu.Lock()
+	offset := c.offset
+	c.mu.Unlock()
+	return c.base.Add(t - offset)
 }
 
 func (r *Redis) degrade(err error) {

@@ -1,0 +1,285 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/replicator-go/replicator/internal/testenv"
+)
+
+// newClient connects to a test server or cluster and closes the client when
+// the test ends.
+func newClient(t testing.TB, addrs ...string) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+	if err != nil {
+		t.Fatalf("rueidis client for %v: %v", addrs, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// redisDecider plays steps against the Redis pacer; it ignores the step's
+// time, since the script reads the server's clock.
+type redisDecider struct{ *Redis }
+
+func (d redisDecider) reserve(_ time.Time, host string, maxWait time.Duration) (Reservation, error) {
+	return d.Reserve(context.Background(), host, maxWait)
+}
+
+func (d redisDecider) refused(_ time.Time, host string, retryAfter time.Duration) (time.Duration, error) {
+	return d.Refused(context.Background(), host, retryAfter)
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger used from several
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) count(sub string) int { return strings.Count(s.String(), sub) }
+
+func testLogger() (*slog.Logger, *syncBuffer) {
+	buf := &syncBuffer{}
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
+}
+
+// TestRedisPacer runs the Redis pacer against a single server and against a
+// three-master cluster.
+func TestRedisPacer(t *testing.T) {
+	single := testenv.StartRedis(t)
+	cluster := testenv.StartCluster(t)
+	backends := []struct {
+		name  string
+		addrs []string
+	}{
+		{name: "single", addrs: []string{single.Addr}},
+		{name: "cluster", addrs: cluster.Addrs},
+	}
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			client := newClient(t, be.addrs...)
+			t.Run("decisions match Local", func(t *testing.T) {
+				for i, c := range decisionCases {
+					if !c.clockFree() {
+						continue
+					}
+					t.Run(c.name, func(t *testing.T) {
+						runDecisions(t, c, 200*time.Millisecond, func(tab *Table) decider {
+							return redisDecider{NewRedis(client, RedisOptions{
+								DefaultInterval: c.def,
+								Floors:          tab,
+								KeyPrefix:       fmt.Sprintf("test:decisions:%d:", i),
+							})}
+						})
+					})
+				}
+			})
+			t.Run("state is shared between pacers", func(t *testing.T) {
+				testSharedState(t, client, newClient(t, be.addrs...))
+			})
+			t.Run("keys expire once they cannot matter", func(t *testing.T) {
+				testKeyExpiry(t, client)
+			})
+		})
+	}
+}
+
+// testSharedState checks that two pacers (two workers, two clients) space
+// and escalate one host together.
+func testSharedState(t *testing.T, c1, c2 rueidis.Client) {
+	ctx := context.Background()
+	opts := RedisOptions{KeyPrefix: "test:shared:"}
+	p1, p2 := NewRedis(c1, opts), NewRedis(c2, opts)
+
+	r, err := p1.Reserve(ctx, "a.test", long)
+	if err != nil || !r.OK || r.Wait != 0 {
+		t.Fatalf("p1 first Reserve = %+v, %v; want an immediate slot", r, err)
+	}
+	r, err = p2.Reserve(ctx, "a.test", long)
+	if err != nil || !r.OK || !near(r.Wait, time.Second, 200*time.Millisecond) {
+		t.Fatalf("p2 Reserve = %+v, %v; want a slot about 1s out", r, err)
+	}
+	if got, err := p1.Refused(ctx, "a.test", 0); err != nil || got != 2*time.Second {
+		t.Fatalf("p1 Refused = %v, %v; want 2s", got, err)
+	}
+	if got, err := p2.Refused(ctx, "a.test", 0); err != nil || got != 4*time.Second {
+		t.Fatalf("p2 Refused = %v, %v; want 4s: it compounds p1's escalation", got, err)
+	}
+	// The last slot taken goes out about 1 s from the start; the next is 4 s
+	// after it.
+	r, err = p1.Reserve(ctx, "a.test", long)
+	if err != nil || !r.OK || r.Interval != 4*time.Second || !near(r.Wait, 5*time.Second, 200*time.Millisecond) {
+		t.Fatalf("p1 Reserve after refusals = %+v, %v; want a slot about 5s out at 4s spacing", r, err)
+	}
+}
+
+// testKeyExpiry checks that a host's key carries a TTL covering its spacing
+// and escalation plus the grace, and no more.
+func testKeyExpiry(t *testing.T, client rueidis.Client) {
+	ctx := context.Background()
+	p := NewRedis(client, RedisOptions{KeyPrefix: "test:expiry:"})
+	pttl := func(host string) time.Duration {
+		t.Helper()
+		ms, err := client.Do(ctx, client.B().Pttl().Key(p.Key(host)).Build()).AsInt64()
+		if err != nil {
+			t.Fatalf("PTTL %s: %v", host, err)
+		}
+		return time.Duration(ms) * time.Millisecond
+	}
+	if _, err := p.Reserve(ctx, "a.test", long); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pttl("a.test"), time.Second+keyGrace; got > want || got < want-time.Second {
+		t.Errorf("TTL after a reservation = %v; want about %v", got, want)
+	}
+	if _, err := p.Refused(ctx, "a.test", 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pttl("a.test"), EscalationReset+keyGrace; got > want || got < want-time.Second {
+		t.Errorf("TTL after a refusal = %v; want about %v (the quiet window)", got, want)
+	}
+}
+
+// TestRedisFallsBackToLocal stops the server under a pacer and starts it
+// again: decisions continue from the local fallback, which remembers the
+// fleet's last decision, with one WARN on the way down and one INFO on the
+// way back.
+func TestRedisFallsBackToLocal(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	client := newClient(t, srv.Addr)
+	log, logs := testLogger()
+	p := NewRedis(client, RedisOptions{Logger: log, Timeout: 500 * time.Millisecond})
+	ctx := context.Background()
+
+	if r, err := p.Reserve(ctx, "a.test", long); err != nil || !r.OK {
+		t.Fatalf("Reserve with Redis up = %+v, %v", r, err)
+	}
+	if p.Degraded() {
+		t.Fatal("Degraded() with Redis up")
+	}
+
+	srv.Stop()
+	r, err := p.Reserve(ctx, "a.test", long)
+	if err != nil {
+		t.Fatalf("Reserve with Redis down returned an error: %v (must fall back)", err)
+	}
+	if !r.OK || !near(r.Wait, time.Second, 200*time.Millisecond) {
+		t.Errorf("fallback Reserve = %+v; want a slot about 1s out (spaced from the fleet's last decision)", r)
+	}
+	if got, err := p.Refused(ctx, "b.test", 0); err != nil || got != 2*time.Second {
+		t.Errorf("fallback Refused = %v, %v; want 2s", got, err)
+	}
+	if !p.Degraded() {
+		t.Error("Degraded() = false with Redis down")
+	}
+	if n := logs.count("level=WARN"); n != 1 {
+		t.Errorf("WARN lines while degraded = %d; want exactly 1\n%s", n, logs)
+	}
+
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The client reconnects on demand; a first attempt may still see the old
+	// connection fail, so ask until Redis answers.
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; p.Degraded(); i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("still degraded 10s after Redis came back\n%s", logs)
+		}
+		if _, err := p.Reserve(ctx, fmt.Sprintf("probe%d.test", i), long); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := logs.count("level=INFO"); n != 1 {
+		t.Errorf("INFO lines after recovery = %d; want exactly 1\n%s", n, logs)
+	}
+	if n := logs.count("level=WARN"); n != 1 {
+		t.Errorf("WARN lines after recovery = %d; want still 1\n%s", n, logs)
+	}
+	// Decisions come from Redis again: its state was lost, so the first
+	// request to a host is free.
+	if r, err := p.Reserve(ctx, "c.test", long); err != nil || !r.OK || r.Wait != 0 {
+		t.Errorf("Reserve after recovery = %+v, %v", r, err)
+	}
+}
+
+// TestRedisClusterNodeOutage stops the master owning a host's slot: that
+// host falls back to the local pacer, and fleet pacing resumes once the node
+// is back.
+func TestRedisClusterNodeOutage(t *testing.T) {
+	cluster := testenv.StartCluster(t)
+	client := newClient(t, cluster.Addrs...)
+	log, logs := testLogger()
+	p := NewRedis(client, RedisOptions{Logger: log, Timeout: 500 * time.Millisecond})
+	ctx := context.Background()
+
+	if _, err := p.Reserve(ctx, "a.test", long); err != nil {
+		t.Fatal(err)
+	}
+	node := ownerOf(t, cluster, p.Key("a.test"))
+	node.Stop()
+	r, err := p.Reserve(ctx, "a.test", long)
+	if err != nil || !r.OK || !near(r.Wait, time.Second, 200*time.Millisecond) {
+		t.Fatalf("Reserve with the owning node down = %+v, %v; want the fallback's slot about 1s out", r, err)
+	}
+	if !p.Degraded() {
+		t.Fatal("Degraded() = false with the owning node down")
+	}
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.WaitReady(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for p.Degraded() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still degraded 30s after the node came back\n%s", logs)
+		}
+		if _, err := p.Reserve(ctx, "a.test", long); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // the client refreshes its slot map between attempts
+	}
+	if n := logs.count("level=WARN"); n != 1 {
+		t.Errorf("WARN lines = %d; want 1\n%s", n, logs)
+	}
+}
+
+// ownerOf returns the cluster node that serves key.
+func ownerOf(t *testing.T, c *testenv.Cluster, key string) *testenv.Redis {
+	t.Helper()
+	for _, n := range c.Nodes {
+		got, err := n.Do("GET", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(got, "-MOVED") {
+			return n
+		}
+	}
+	t.Fatalf("no node owns %s", key)
+	return nil
+}
