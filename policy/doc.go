@@ -1,4 +1,82 @@
 // Package policy decides how often each origin may be asked: per-host floors
 // from content.fetch-policy, minimum spacing between requests, and escalation
 // when an origin answers 429 or 503.
+//
+// A fetcher asks a [Pacer] before every request (every redirect hop too,
+// keyed on the host it really contacts): [Pacer.Reserve] says how long to
+// wait, and takes the slot when the caller can afford the wait. After a 429
+// or 503 it calls [Pacer.Refused] with what [ParseRetryAfter] made of the
+// response's Retry-After. [Local] paces one process; [Redis] paces a fleet.
+//
+// # Floors and the policy stream
+//
+// A host's floor is the latest fetch_policy_state published for it on
+// content.fetch-policy, else the default interval
+// (REPLICATOR_MIN_HOST_INTERVAL_SECONDS, 1 s unless configured). 0.0 is a
+// real floor meaning no spacing; a revoked host falls back to the default,
+// never to "unlimited", because a consumer cannot tell whether the set it
+// replayed is whole.
+//
+// A [Table] holds the floors. Last write wins per host by occurred_at,
+// applied on >= so a whole set republished under one instant applies; a
+// revoked host's instant is remembered so an older republish cannot bring it
+// back. A [Reader] fills the table: it replays the stream from its first
+// entry in batches, signals [Reader.Replayed] (the worker waits for it
+// before consuming commands, so it never paces against an empty table), then
+// tails the stream with blocking XREAD. There is no consumer group, no ack
+// and no dead-letter queue: every worker needs every frame, and a policy
+// frame has nothing to answer. Frames of other types or schema versions are
+// ignored; frames that never decode are skipped and counted. The reader
+// absorbs its own failures, so a policy-stream outage degrades politeness
+// to the last known table rather than stopping fetches.
+//
+// Pacers read the floor on every decision, so a republished policy takes
+// effect at the next request.
+//
+// # Spacing
+//
+// Consecutive requests to one host go out at least the interval in force
+// apart. This is minimum spacing between requests that actually went out,
+// not a token bucket: there is no burst allowance, because a burst is what
+// an origin notices. A reservation records its request as going out at
+// now+Wait, so concurrent callers are spaced from one another; a wait longer
+// than the caller's maxWait records nothing (the command parks, and an
+// attempt that never reached the origin must not push the next one out).
+// Hosts are hostnames, lower-cased, without a port: one machine, one budget.
+//
+// # Escalation
+//
+// A 429 or 503 doubles the interval in force for that host, with a first
+// step of at least 2 s (doubling alone would take a fast host many refusals
+// to slow down meaningfully), up to 60 s above the floor: headroom rather
+// than an absolute cap, so hosts already published slower still escalate. A
+// Retry-After raises the escalation to at least what it asks, clamped to the
+// same headroom, and never lowers it; an absent, malformed or past value
+// falls back to doubling. The escalation drops back to the floor in one step
+// 1800 s after the last refusal (measured from the refusal, not from the
+// last request, or a busy host would never recover). The floor is never
+// folded into the escalation, so a floor republished above it wins.
+//
+// A Local pacer bounds the hosts it tracks (at least 4096). Pruning drops
+// only hosts that can no longer change a decision, never one whose spacing or
+// escalation is in force, and a prune that frees nothing is not retried until
+// something could have lapsed.
+//
+// # Fleets
+//
+// Several workers share per-host spacing and escalation through [Redis]: one
+// key per host, "replicator:pace:{host}" (the host is the hash tag, so it
+// works on Redis Cluster), holding the last request's instant and the
+// escalation in force. A single-key Lua script makes each decision
+// atomically, timed by the Redis server's clock so workers on different
+// machines agree; each worker maps the server's clock to its own (NTP-style,
+// from the quickest round trip) so the wait it sleeps does not include the
+// reply's latency. Keys expire once their spacing and escalation have lapsed
+// (plus a minute's grace), so idle hosts vanish. If Redis fails, decisions
+// fall back to a [Local] pacer that has been following the fleet's
+// decisions, logged once on the way down (WARN) and once on the way back
+// (INFO): degraded pacing, never no pacing.
+//
+// Time-dependent methods of Local have explicit-time twins ([Local.ReserveAt],
+// [Local.RefusedAt]) so tests and examples need no clock.
 package policy

@@ -1,0 +1,47 @@
+package policy_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/policy"
+)
+
+// A Local pacer deciding at explicit times: a published floor, the spacing
+// between requests, a parked attempt, and a 429 with Retry-After.
+func ExampleLocal() {
+	floors := policy.NewTable()
+	floors.Apply(&envelope.FetchPolicyState{
+		SchemaVersion:      envelope.SchemaVersion,
+		OccurredAt:         time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC),
+		Host:               "slow.example",
+		MinIntervalSeconds: envelope.Ptr(10.0),
+	})
+	pacer := policy.NewLocal(policy.LocalOptions{Floors: floors})
+
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	show := func(at time.Duration, host string, maxWait time.Duration) {
+		r, _ := pacer.ReserveAt(start.Add(at), host, maxWait)
+		fmt.Printf("t=%-4v %-13s wait %-4v ok=%-5v interval %v\n", at, host, r.Wait, r.OK, r.Interval)
+	}
+
+	show(0, "slow.example", 5*time.Second)
+	show(2*time.Second, "slow.example", 5*time.Second) // parks: nothing recorded
+	show(2*time.Second, "fast.example", 5*time.Second) // other hosts are not held up
+	show(6*time.Second, "slow.example", 5*time.Second) // due at 10 s
+
+	// The origin answers 429 with Retry-After: 30.
+	ra, _ := policy.ParseRetryAfter("30", start.Add(10*time.Second))
+	interval, _ := pacer.RefusedAt(start.Add(10*time.Second), "slow.example", ra)
+	fmt.Println("after the 429:", interval)
+	show(12*time.Second, "slow.example", time.Minute)
+
+	// Output:
+	// t=0s   slow.example  wait 0s   ok=true  interval 10s
+	// t=2s   slow.example  wait 8s   ok=false interval 10s
+	// t=2s   fast.example  wait 0s   ok=true  interval 1s
+	// t=6s   slow.example  wait 4s   ok=true  interval 10s
+	// after the 429: 30s
+	// t=12s  slow.example  wait 28s  ok=true  interval 30s
+}
