@@ -1,0 +1,411 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/replicator-go/replicator/guard"
+)
+
+// errSetting marks a REPLICATOR_* value the worker cannot start with. main
+// maps it to exit status 2.
+var errSetting = errors.New("replicator: invalid setting")
+
+// Blob backends.
+const (
+	backendLocal = "local"
+	backendGCS   = "gcs"
+)
+
+// maxSettingSeconds bounds every seconds-valued setting: ten years, the
+// reference's ceiling on the blob TTL, and far inside what a time.Duration
+// holds, so no setting can overflow the arithmetic done with it.
+const maxSettingSeconds = 10 * 365 * 24 * 60 * 60
+
+// Config is the worker's configuration, read from REPLICATOR_* environment
+// variables by loadConfig. Durations are converted from the settings'
+// seconds and milliseconds.
+type Config struct {
+	RedisURL string
+
+	BlobBackend       string // backendLocal or backendGCS
+	BlobDir           string
+	BlobBucket        string
+	BlobPrefix        string // without leading or trailing slashes; "" is the bucket root
+	BlobTimeout       time.Duration
+	BlobTTL           time.Duration
+	BlobSweepInterval time.Duration
+	BlobTempGrace     time.Duration
+	BlobMaxTotalBytes int64
+
+	ConsumerGroup   string
+	ConsumerName    string
+	ConsumerStartID string
+
+	ReadBlock                   time.Duration
+	ClaimMinIdle                time.Duration
+	MaxDeliveryAttempts         int
+	ErrorBackoffBase            time.Duration
+	ErrorBackoffMax             time.Duration
+	MaxConsecutiveCycleFailures int
+	DedupeTTL                   time.Duration
+
+	MaxBlobBytes    int64
+	MaxFetchTimeout time.Duration // ceiling on a command's timeout_seconds
+	MaxFetchTime    time.Duration // bound on a whole fetch, all hops included
+	MinHostInterval time.Duration
+
+	LogLevel slog.Level
+
+	// The project's additions.
+	Concurrency int
+	AllowCIDRs  []netip.Prefix
+	MetricsAddr string // "" means no metrics server
+	Resolve     string // raw REPLICATOR_RESOLVE, already validated
+}
+
+// setting is one REPLICATOR_* variable: its default (as the text an operator
+// would write) and how it is applied to a Config.
+type setting struct {
+	name string
+	def  string
+	help string
+	set  func(c *Config, v string) error
+	// secret settings are shown redacted in errors (URL userinfo).
+	secret bool
+}
+
+// settings lists every variable the worker reads, in the order of SPEC.md's
+// section 9. It is also what `replicator worker --help` prints.
+var settings = []setting{
+	{name: "REPLICATOR_REDIS_URL", def: "redis://localhost:6379/0", secret: true,
+		help: "Redis URL; extra cluster seeds as ?addr=host:port",
+		set: func(c *Config, v string) error {
+			if _, err := rueidis.ParseURL(v); err != nil {
+				return errors.New("not a redis:// , rediss:// or unix:// URL")
+			}
+			c.RedisURL = v
+			return nil
+		}},
+	{name: "REPLICATOR_BLOB_BACKEND", def: backendLocal,
+		help: "where blobs are stored: local or gcs",
+		set: func(c *Config, v string) error {
+			if v != backendLocal && v != backendGCS {
+				return errors.New("want local or gcs")
+			}
+			c.BlobBackend = v
+			return nil
+		}},
+	{name: "REPLICATOR_BLOB_DIR", def: "blobs",
+		help: "local backend: root of the blob tree",
+		set:  func(c *Config, v string) error { c.BlobDir = v; return nil }},
+	{name: "REPLICATOR_BLOB_BUCKET", def: "",
+		help: "gcs backend: bucket (required with gcs)",
+		set:  func(c *Config, v string) error { c.BlobBucket = v; return nil }},
+	{name: "REPLICATOR_BLOB_PREFIX", def: "blobs",
+		help: "gcs backend: object name prefix (slashes at either end are dropped)",
+		set:  func(c *Config, v string) error { c.BlobPrefix = strings.Trim(v, "/"); return nil }},
+	{name: "REPLICATOR_BLOB_TIMEOUT_SECONDS", def: "30",
+		help: "gcs backend: per-operation timeout",
+		set:  seconds(func(c *Config) *time.Duration { return &c.BlobTimeout }, false)},
+	{name: "REPLICATOR_BLOB_TTL_SECONDS", def: "604800",
+		help: "how long a blob survives after its last reference (at most ten years)",
+		set:  seconds(func(c *Config) *time.Duration { return &c.BlobTTL }, false)},
+	{name: "REPLICATOR_BLOB_SWEEP_INTERVAL_SECONDS", def: "900",
+		help: "local backend: how often the sweep runs",
+		set:  seconds(func(c *Config) *time.Duration { return &c.BlobSweepInterval }, false)},
+	{name: "REPLICATOR_BLOB_TEMP_GRACE_SECONDS", def: "3600",
+		help: "local backend: age at which a temp file is debris",
+		set:  seconds(func(c *Config) *time.Duration { return &c.BlobTempGrace }, false)},
+	{name: "REPLICATOR_BLOB_MAX_TOTAL_BYTES", def: "2147483648",
+		help: "local backend: bytes held at which fetching pauses",
+		set:  positiveInt64(func(c *Config) *int64 { return &c.BlobMaxTotalBytes })},
+	{name: "REPLICATOR_CONSUMER_GROUP", def: "replicator.fetch",
+		help: "consumer group on content.fetch",
+		set:  func(c *Config, v string) error { c.ConsumerGroup = v; return nil }},
+	{name: "REPLICATOR_CONSUMER_NAME", def: "",
+		help: "this worker's name in the group (default replicator@<hostname>)",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				v = defaultConsumerName()
+			}
+			c.ConsumerName = v
+			return nil
+		}},
+	{name: "REPLICATOR_CONSUMER_START_ID", def: "$",
+		help: "where a newly created group starts: $, 0 or a stream id",
+		set: func(c *Config, v string) error {
+			if v != "$" && !streamID.MatchString(v) {
+				return errors.New("want $, 0 or a stream id like 1700000000000-0")
+			}
+			c.ConsumerStartID = v
+			return nil
+		}},
+	{name: "REPLICATOR_READ_BLOCK_MS", def: "5000",
+		help: "how long a read blocks; also the longest pacing wait slept through",
+		set:  millis(func(c *Config) *time.Duration { return &c.ReadBlock })},
+	{name: "REPLICATOR_CLAIM_MIN_IDLE_MS", def: "60000",
+		help: "idle time before a pending entry is reclaimed (the retry cadence)",
+		set:  millis(func(c *Config) *time.Duration { return &c.ClaimMinIdle })},
+	{name: "REPLICATOR_MAX_DELIVERY_ATTEMPTS", def: "5",
+		help: "deliveries of an unclassified failure before it is dead-lettered",
+		set:  positiveInt(func(c *Config) *int { return &c.MaxDeliveryAttempts })},
+	{name: "REPLICATOR_ERROR_BACKOFF_BASE_SECONDS", def: "1",
+		help: "first backoff after a failed cycle",
+		set:  seconds(func(c *Config) *time.Duration { return &c.ErrorBackoffBase }, false)},
+	{name: "REPLICATOR_ERROR_BACKOFF_MAX_SECONDS", def: "30",
+		help: "longest backoff after failed cycles",
+		set:  seconds(func(c *Config) *time.Duration { return &c.ErrorBackoffMax }, false)},
+	{name: "REPLICATOR_MAX_CONSECUTIVE_CYCLE_FAILURES", def: "20",
+		help: "failed cycles in a row before the worker exits non-zero",
+		set:  positiveInt(func(c *Config) *int { return &c.MaxConsecutiveCycleFailures })},
+	{name: "REPLICATOR_DEDUPE_TTL_SECONDS", def: "86400",
+		help: "lifetime of a command's dedupe key",
+		set: func(c *Config, v string) error {
+			var n int64
+			if err := positiveInt64(func(*Config) *int64 { return &n })(c, v); err != nil {
+				return err
+			}
+			if n > maxSettingSeconds {
+				return fmt.Errorf("over %d", maxSettingSeconds)
+			}
+			c.DedupeTTL = time.Duration(n) * time.Second
+			return nil
+		}},
+	{name: "REPLICATOR_MAX_BLOB_BYTES", def: "67108864",
+		help: "largest body stored",
+		set:  positiveInt64(func(c *Config) *int64 { return &c.MaxBlobBytes })},
+	{name: "REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS", def: "120",
+		help: "largest timeout_seconds a command may ask for",
+		set:  seconds(func(c *Config) *time.Duration { return &c.MaxFetchTimeout }, false)},
+	{name: "REPLICATOR_MAX_FETCH_SECONDS", def: "120",
+		help: "bound on a whole fetch, all hops included (at least the previous)",
+		set:  seconds(func(c *Config) *time.Duration { return &c.MaxFetchTime }, false)},
+	{name: "REPLICATOR_MIN_HOST_INTERVAL_SECONDS", def: "1.0",
+		help: "spacing for hosts without a published policy (0 to 3600)",
+		set: func(c *Config, v string) error {
+			if err := seconds(func(c *Config) *time.Duration { return &c.MinHostInterval }, true)(c, v); err != nil {
+				return err
+			}
+			if c.MinHostInterval > time.Hour {
+				return errors.New("over 3600")
+			}
+			return nil
+		}},
+	{name: "REPLICATOR_LOG_LEVEL", def: "INFO",
+		help: "DEBUG, INFO, WARNING, ERROR or CRITICAL",
+		set: func(c *Config, v string) error {
+			l, ok := logLevels[strings.ToUpper(v)]
+			if !ok {
+				return errors.New("want DEBUG, INFO, WARNING, ERROR or CRITICAL")
+			}
+			c.LogLevel = l
+			return nil
+		}},
+	{name: "REPLICATOR_CONCURRENCY", def: "16",
+		help: "commands handled at once",
+		set:  positiveInt(func(c *Config) *int { return &c.Concurrency })},
+	{name: "REPLICATOR_ALLOW_CIDRS", def: "",
+		help: "CIDRs the destination guard lets through (private origins, tests)",
+		set: func(c *Config, v string) error {
+			p, err := guard.ParseCIDRs(v)
+			if err != nil {
+				return errors.New(strings.TrimPrefix(err.Error(), "guard: "))
+			}
+			c.AllowCIDRs = p
+			return nil
+		}},
+	{name: "REPLICATOR_METRICS_ADDR", def: "",
+		help: "host:port serving /metrics and /healthz (empty: off)",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				c.MetricsAddr = ""
+				return nil
+			}
+			_, port, err := net.SplitHostPort(v)
+			if err != nil {
+				return errors.New("want host:port")
+			}
+			if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+				return errors.New("want a port number")
+			}
+			c.MetricsAddr = v
+			return nil
+		}},
+	{name: "REPLICATOR_RESOLVE", def: "",
+		help: "test/dev only: host=ip pairs answering DNS (the guard still judges them)",
+		set: func(c *Config, v string) error {
+			if _, err := guard.ParseResolve(v); err != nil {
+				return errors.New(strings.TrimPrefix(err.Error(), "guard: "))
+			}
+			c.Resolve = v
+			return nil
+		}},
+}
+
+// streamID matches a Redis stream id: milliseconds, optionally -sequence.
+var streamID = regexp.MustCompile(`^[0-9]{1,20}(-[0-9]{1,20})?$`)
+
+// logLevels maps the reference's level names (Python logging's) to slog.
+var logLevels = map[string]slog.Level{
+	"DEBUG":    slog.LevelDebug,
+	"INFO":     slog.LevelInfo,
+	"WARN":     slog.LevelWarn,
+	"WARNING":  slog.LevelWarn,
+	"ERROR":    slog.LevelError,
+	"CRITICAL": slog.LevelError + 4,
+	"FATAL":    slog.LevelError + 4,
+}
+
+// defaultConsumerName is replicator@<hostname>, as the reference names its
+// consumers, so two hosts never share a pending-entries list. A variable so
+// tests can pin it.
+var defaultConsumerName = func() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "localhost"
+	}
+	return "replicator@" + h
+}
+
+// loadConfig reads every REPLICATOR_* setting through getenv (os.Getenv in
+// production). An unset or blank variable takes its default; any other value
+// must be valid, and every invalid one is reported (joined), each naming the
+// variable and the value (a Redis URL's password redacted). The errors wrap
+// errSetting.
+func loadConfig(getenv func(string) string) (Config, error) {
+	var c Config
+	var errs []error
+	for _, s := range settings {
+		v := strings.TrimSpace(getenv(s.name))
+		if v == "" {
+			v = s.def
+		}
+		if err := s.set(&c, v); err != nil {
+			shown := v
+			if s.secret {
+				shown = redactURL(v)
+			}
+			errs = append(errs, fmt.Errorf("%w: %s=%q: %v", errSetting, s.name, shown, err))
+		}
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	// Pairings, checked once every value parses.
+	if c.BlobBackend == backendGCS && c.BlobBucket == "" {
+		errs = append(errs, fmt.Errorf("%w: REPLICATOR_BLOB_BACKEND=gcs needs REPLICATOR_BLOB_BUCKET", errSetting))
+	}
+	if c.MaxFetchTime < c.MaxFetchTimeout {
+		errs = append(errs, fmt.Errorf("%w: REPLICATOR_MAX_FETCH_SECONDS=%q is below REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS=%q",
+			errSetting, seconds2text(c.MaxFetchTime), seconds2text(c.MaxFetchTimeout)))
+	}
+	if c.ErrorBackoffMax < c.ErrorBackoffBase {
+		errs = append(errs, fmt.Errorf("%w: REPLICATOR_ERROR_BACKOFF_MAX_SECONDS=%q is below REPLICATOR_ERROR_BACKOFF_BASE_SECONDS=%q",
+			errSetting, seconds2text(c.ErrorBackoffMax), seconds2text(c.ErrorBackoffBase)))
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// seconds2text prints a duration the way the settings spell it.
+func seconds2text(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+}
+
+// seconds parses a finite number of seconds, > 0 (or ≥ 0 when zeroOK), at
+// most maxSettingSeconds.
+func seconds(field func(*Config) *time.Duration, zeroOK bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		switch {
+		case err != nil || math.IsNaN(f) || math.IsInf(f, 0) || strings.ContainsAny(v, "xX_"):
+			return errors.New("not a number of seconds")
+		case f < 0 || (f == 0 && !zeroOK):
+			if zeroOK {
+				return errors.New("negative")
+			}
+			return errors.New("must be positive")
+		case f > maxSettingSeconds:
+			return fmt.Errorf("over %d", maxSettingSeconds)
+		}
+		*field(c) = time.Duration(f * float64(time.Second))
+		return nil
+	}
+}
+
+// millis parses a positive whole number of milliseconds.
+func millis(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil:
+			return errors.New("not a whole number of milliseconds")
+		case n <= 0:
+			return errors.New("must be positive")
+		case n > maxSettingSeconds*1000:
+			return fmt.Errorf("over %d", maxSettingSeconds*1000)
+		}
+		*field(c) = time.Duration(n) * time.Millisecond
+		return nil
+	}
+}
+
+// positiveInt64 parses a whole number > 0.
+func positiveInt64(field func(*Config) *int64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil:
+			return errors.New("not a whole number")
+		case n <= 0:
+			return errors.New("must be positive")
+		}
+		*field(c) = n
+		return nil
+	}
+}
+
+// positiveInt parses a whole number > 0 that fits an int32, so counts stay
+// sane on every platform.
+func positiveInt(field func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		switch {
+		case err != nil:
+			return errors.New("not a whole number (up to 2147483647)")
+		case n <= 0:
+			return errors.New("must be positive")
+		}
+		*field(c) = int(n)
+		return nil
+	}
+}
+
+// redactURL hides a URL's password, for logs and error messages. A value that
+// does not parse loses everything before its last '@', where a password
+// would be.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i := strings.LastIndexByte(raw, '@'); i >= 0 {
+			return "xxxxx" + raw[i:]
+		}
+		return raw
+	}
+	return u.Redacted()
+}
