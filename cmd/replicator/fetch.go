@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -55,7 +57,12 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "replicator fetch: %v\n", err)
 		return 2
 	}
-	gopts, err := guardOptions(strings.Join(allow, ","), strings.Join(resolve, ","))
+	prefixes, err := guard.ParseCIDRs(strings.Join(allow, ","))
+	if err != nil {
+		fmt.Fprintf(stderr, "replicator fetch: --allow-cidr: %v\n", err)
+		return 2
+	}
+	gopts, err := guardOptions(prefixes, strings.Join(resolve, ","))
 	if err != nil {
 		fmt.Fprintf(stderr, "replicator fetch: %v\n", err)
 		return 2
@@ -98,22 +105,17 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 1
 }
 
-// guardOptions builds the guard's options from the allow-list and resolve
-// overrides, both comma-separated.
-func guardOptions(allowCIDRs, resolve string) (guard.Options, error) {
-	var opts guard.Options
-	if strings.TrimSpace(allowCIDRs) != "" {
-		prefixes, err := guard.ParseCIDRs(allowCIDRs)
-		if err != nil {
-			return opts, err
-		}
-		opts.Allow = prefixes
-	}
+// guardOptions builds the guard's options from the allow-list and the
+// comma-separated host=ip overrides. Like curl's --resolve, names the
+// overrides do not mention resolve normally.
+func guardOptions(allow []netip.Prefix, resolve string) (guard.Options, error) {
+	opts := guard.Options{Allow: allow}
 	if strings.TrimSpace(resolve) != "" {
 		r, err := guard.ParseResolve(resolve)
 		if err != nil {
 			return opts, err
 		}
+		r.Fallback = net.DefaultResolver
 		opts.Resolver = r
 	}
 	return opts, nil

@@ -5,9 +5,10 @@
 //
 //	replicator fetch [flags] URL     fetch one URL now, no Redis; print the fact
 //	replicator worker                run the consume loop (settings from REPLICATOR_* env)
-//	replicator seed [flags] URL...   publish content.fetch commands
+//	replicator seed [flags] URL...   publish content.fetch commands (--watch: wait for outcomes)
 //	replicator dlq [flags]           print dead letters
-//	replicator policy set HOST SECONDS | policy revoke HOST
+//	replicator policy [flags] set HOST SECONDS | revoke HOST
+//	                                 publish a per-host politeness policy
 //
 // Every subcommand has --help. Bad flags and settings exit 2.
 package main
@@ -21,7 +22,6 @@ import (
 	"syscall"
 )
 
-
 type subcommand struct {
 	name    string
 	summary string
@@ -31,11 +31,20 @@ type subcommand struct {
 func subcommands() []subcommand {
 	return []subcommand{
 		{"fetch", "fetch one URL now, without Redis, and print the resulting fact", runFetch},
+		{"seed", "publish content.fetch commands and optionally watch their outcomes", runSeed},
+		{"dlq", "print the newest dead letters from content.fetch.dlq", runDLQ},
+		{"policy", "publish a per-host politeness policy (set HOST SECONDS | revoke HOST)", runPolicy},
 	}
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// The first signal asks for a clean stop; restoring the default
+		// disposition lets a second one end the process at once.
+		<-ctx.Done()
+		stop()
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/replicator-go/replicator/internal/testenv"
+)
+
+// binary is the replicator binary built once for the package's tests, so
+// they exercise the real process: flags, environment, signals, exit codes.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "replicator-bin-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "replicator")
+	args := []string{"build", "-o", binary}
+	if raceEnabled {
+		// The worker processes run under the race detector too.
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, ".")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the replicator binary:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is what one run of the binary produced.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// baseEnv is the test process's environment without any REPLICATOR_*
+// variable, so the machine's settings never reach a test.
+func baseEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "REPLICATOR_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// runBinary runs the binary to completion with env added to baseEnv,
+// killing it after two minutes.
+func runBinary(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(baseEnv(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			t.Fatalf("running %v: %v", args, err)
+		}
+		code = exit.ExitCode()
+	}
+	return result{stdout: stdout.String(), stderr: stderr.String(), code: code}
+}
+
+// redisClient connects the test itself to r.
+func redisClient(t *testing.T, r *testenv.Redis) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{r.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatalf("redis client: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// readStream returns every entry of stream.
+func readStream(t *testing.T, c rueidis.Client, stream string) []rueidis.XRangeEntry {
+	t.Helper()
+	entries, err := c.Do(context.Background(), c.B().Xrange().Key(stream).Start("-").End("+").Build()).AsXRange()
+	if err != nil {
+		t.Fatalf("XRANGE %s: %v", stream, err)
+	}
+	return entries
+}

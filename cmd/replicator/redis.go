@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/replicator-go/replicator/envelope"
+)
+
+// The streams of the contract (SPEC.md section 1).
+const (
+	streamCommands = "content.fetch"
+	streamFacts    = "content.blobs"
+	streamDLQ      = "content.fetch.dlq"
+	streamPolicy   = "content.fetch-policy"
+)
+
+// defaultRedisURL is REPLICATOR_REDIS_URL's default.
+const defaultRedisURL = "redis://localhost:6379/0"
+
+// envRedisURL is the --redis-url default of the operator subcommands:
+// REPLICATOR_REDIS_URL when set, else its default, so they talk to the Redis
+// the worker on this host uses.
+func envRedisURL() string {
+	if v := strings.TrimSpace(os.Getenv("REPLICATOR_REDIS_URL")); v != "" {
+		return v
+	}
+	return defaultRedisURL
+}
+
+// newRedisClient connects to a Redis URL (a single server, or a Cluster
+// found from the URL's host and any ?addr= seeds). Errors never carry the
+// URL's password.
+func newRedisClient(rawURL string) (rueidis.Client, error) {
+	opt, err := rueidis.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis url %s: not a redis://, rediss:// or unix:// URL", redactURL(rawURL))
+	}
+	// Client-side caching is for reads of keys; this program reads streams.
+	opt.DisableCache = true
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to redis at %s: %w", redactURL(rawURL), scrub(err, rawURL))
+	}
+	return c, nil
+}
+
+// scrub keeps a client error from repeating the URL it was given with its
+// password.
+func scrub(err error, rawURL string) error {
+	msg := err.Error()
+	if strings.Contains(msg, rawURL) {
+		return fmt.Errorf("%s", strings.ReplaceAll(msg, rawURL, redactURL(rawURL)))
+	}
+	return err
+}
+
+// publish encodes m with the envelope codec and XADDs it to stream,
+// returning the entry id.
+func publish(ctx context.Context, c rueidis.Client, stream string, m envelope.Model) (string, error) {
+	fields, err := envelope.ToWire(m)
+	if err != nil {
+		return "", err
+	}
+	return xadd(ctx, c, stream, fields)
+}
+
+// xadd appends fields (in a stable order) to stream.
+func xadd(ctx context.Context, c rueidis.Client, stream string, fields map[string]string) (string, error) {
+	names := make([]string, 0, len(fields))
+	for k := range fields {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	b := c.B().Xadd().Key(stream).Id("*").FieldValue()
+	for _, k := range names {
+		b = b.FieldValue(k, fields[k])
+	}
+	return c.Do(ctx, b.Build()).ToString()
+}
+
+// lastID returns the id of stream's newest entry, or "0-0" when the stream
+// is empty or absent.
+func lastID(ctx context.Context, c rueidis.Client, stream string) (string, error) {
+	entries, err := c.Do(ctx, c.B().Xrevrange().Key(stream).End("+").Start("-").Count(1).Build()).AsXRange()
+	if err != nil {
+		return "", err
+	}
+	if len(entries) == 0 {
+		return "0-0", nil
+	}
+	return entries[0].ID, nil
+}
