@@ -37,3 +37,10 @@ type Pacer interface {
 	// interval now in force.
 	Refused(ctx context.Context, host string, retryAfter time.Duration) (time.Duration, error)
 }
+
+// Both pacers implement Pacer, and the Table is a Floors source.
+var (
+	_ Pacer  = (*Local)(nil)
+	_ Pacer  = (*Redis)(nil)
+	_ Floors = (*Table)(nil)
+)
