@@ -1,0 +1,500 @@
+package fetch_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/redis/rueidis"
+
+	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/sink"
+	"github.com/replicator-go/replicator/sink/memory"
+)
+
+// The worker tests run against real Redis (a private server or a private
+// three-master cluster) and loopback origins. Each test uses its own
+// stream names, so tests sharing a server never see each other's entries.
+
+// secretValue is sent as a header value by many commands; it must never
+// appear in a log line.
+const secretValue = "secret-7f3a9c"
+
+// workerHosts resolve to the loopback origin, except metadata.test, which
+// the guard must refuse.
+var workerHosts = map[string][]netip.Addr{
+	"w.test":        {netip.MustParseAddr("127.0.0.1")},
+	"slow.test":     {netip.MustParseAddr("127.0.0.1")},
+	"fast.test":     {netip.MustParseAddr("127.0.0.1")},
+	"paced.test":    {netip.MustParseAddr("127.0.0.1")},
+	"metadata.test": {netip.MustParseAddr("169.254.169.254")},
+}
+
+// factOpts ignores what varies between runs: times, the free-text detail
+// of failures (checked separately where it matters), the blob's expiry.
+var factOpts = cmp.Options{
+	cmpopts.IgnoreFields(envelope.BlobAvailable{}, "OccurredAt", "FetchedAt", "BlobExpiresAt"),
+	cmpopts.IgnoreFields(envelope.FetchFailed{}, "OccurredAt", "Detail"),
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+// syncBuffer is a log sink safe for the worker's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// backend is one kind of Redis the worker runs against.
+type backend struct {
+	name   string
+	client rueidis.Client
+}
+
+func standalone(t *testing.T, r *testenv.Redis) backend {
+	t.Helper()
+	return backend{name: "standalone", client: newClient(t, []string{r.Addr})}
+}
+
+func cluster(t *testing.T, c *testenv.Cluster) backend {
+	t.Helper()
+	return backend{name: "cluster", client: newClient(t, c.Addrs)}
+}
+
+func newClient(t *testing.T, addrs []string) rueidis.Client {
+	t.Helper()
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+	if err != nil {
+		t.Fatalf("redis client: %v", err)
+	}
+	t.Cleanup(client.Close)
+	return client
+}
+
+// wenv is one test's world: stream names, an origin, a sink, a pacer and
+// a captured log.
+type wenv struct {
+	t      *testing.T
+	client rueidis.Client
+	origin *testenv.Origin
+	logs   *syncBuffer
+	log    *slog.Logger
+
+	stream, group, facts, dlq, prefix string
+
+	mu        sync.Mutex
+	lastAdded string
+}
+
+var nameSafe = regexp.MustCompile(`[^A-Za-z0-9]+`)
+
+var envSeq atomic.Int64
+
+func newEnv(t *testing.T, client rueidis.Client, h http.Handler) *wenv {
+	t.Helper()
+	p := fmt.Sprintf("t%d-%s", envSeq.Add(1), nameSafe.ReplaceAllString(t.Name(), "-"))
+	e := &wenv{
+		t: t, client: client, logs: &syncBuffer{},
+		stream: p + ":content.fetch", group: p + ".fetch", facts: p + ":content.blobs",
+		dlq: p + ":content.fetch.dlq", prefix: p + ":cmd:fetch:",
+	}
+	e.log = slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if h != nil {
+		e.origin = testenv.StartOrigin(t, h)
+	}
+	t.Cleanup(func() {
+		if strings.Contains(e.logs.String(), secretValue) {
+			t.Errorf("a header value reached the log:\n%s", e.logs.String())
+		}
+	})
+	return e
+}
+
+func (e *wenv) url(host, path string) string { return e.origin.URLFor(host, path) }
+
+// stack is what a worker runs on.
+type stack struct {
+	sink    sink.Sink
+	pacer   policy.Pacer
+	fetcher *fetch.Fetcher
+	handler *fetch.Handler
+}
+
+type stackOptions struct {
+	interval time.Duration            // default floor for every host
+	floors   map[string]time.Duration // per-host floors
+	maxWait  time.Duration            // the fetcher's MaxWait; default 5 s
+	sink     sink.Sink
+	maxBody  int64
+	slots    int
+}
+
+type floorMap map[string]time.Duration
+
+func (f floorMap) Floor(host string) (time.Duration, bool) {
+	d, ok := f[host]
+	return d, ok
+}
+
+// newStack builds the fetcher and handler the way a binary would: Slots,
+// MaxWait and Stop wired to the worker's context.
+func (e *wenv) newStack(stop <-chan struct{}, o stackOptions) *stack {
+	interval := o.interval
+	s := &stack{sink: o.sink}
+	if s.sink == nil {
+		s.sink = memory.New(memory.Options{TTL: time.Hour})
+	}
+	s.pacer = policy.NewLocal(policy.LocalOptions{DefaultInterval: &interval, Floors: floorMap(o.floors)})
+	maxWait := o.maxWait
+	if maxWait == 0 {
+		maxWait = 5 * time.Second
+	}
+	s.fetcher = fetch.New(fetch.Options{
+		Guard: guard.New(guard.Options{
+			Allow:    []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+			Resolver: guard.StaticResolver{Hosts: workerHosts},
+		}),
+		Pacer:        s.pacer,
+		Slots:        fetch.NewSlots(max(o.slots, 4)),
+		MaxWait:      maxWait,
+		Stop:         stop,
+		MaxBodyBytes: o.maxBody,
+		Logger:       e.log,
+	})
+	e.t.Cleanup(s.fetcher.Close)
+	s.handler = fetch.NewHandler(fetch.HandlerOptions{Fetcher: s.fetcher, Sink: s.sink, Logger: e.log})
+	return s
+}
+
+// running is a worker started in the background.
+type running struct {
+	worker   *fetch.Worker
+	stack    *stack
+	cancel   context.CancelFunc
+	finished chan struct{}
+	err      error // Run's result, once finished is closed
+}
+
+// wait waits for Run to return and gives its result.
+func (r *running) wait(t *testing.T, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case <-r.finished:
+		return r.err
+	case <-time.After(timeout):
+		t.Fatalf("Run did not return within %v", timeout)
+		return nil
+	}
+}
+
+// stop cancels the worker and returns Run's result.
+func (r *running) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	return r.wait(t, 30*time.Second)
+}
+
+// workerOptions are the test defaults: this env's names, short timings.
+func (e *wenv) workerOptions() fetch.WorkerOptions {
+	return fetch.WorkerOptions{
+		Stream:       e.stream,
+		Group:        e.group,
+		Consumer:     "w1",
+		StartID:      "0",
+		FactsStream:  e.facts,
+		DLQStream:    e.dlq,
+		DedupePrefix: e.prefix,
+		ReadBlock:    100 * time.Millisecond,
+		ClaimMinIdle: 200 * time.Millisecond,
+		BackoffBase:  20 * time.Millisecond,
+		BackoffMax:   100 * time.Millisecond,
+		DrainTimeout: 5 * time.Second,
+		Logger:       e.log,
+	}
+}
+
+// start runs a worker on a fresh stack until the test ends.
+func (e *wenv) start(so stackOptions, wo fetch.WorkerOptions) *running {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	st := e.newStack(ctx.Done(), so)
+	w := fetch.NewWorker(e.client, st.handler, wo)
+	r := &running{worker: w, stack: st, cancel: cancel, finished: make(chan struct{})}
+	go func() {
+		r.err = w.Run(ctx)
+		close(r.finished)
+	}()
+	e.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.finished:
+		case <-time.After(30 * time.Second):
+			e.t.Error("worker did not stop within 30s")
+		}
+	})
+	return r
+}
+
+func (e *wenv) do(cmd rueidis.Completed) rueidis.RedisResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return e.client.Do(ctx, cmd)
+}
+
+// add appends a raw frame to the command stream and returns its id.
+func (e *wenv) add(fields ...string) string {
+	e.t.Helper()
+	b := e.client.B().Xadd().Key(e.stream).Id("*").FieldValue()
+	for i := 0; i+1 < len(fields); i += 2 {
+		b = b.FieldValue(fields[i], fields[i+1])
+	}
+	cmd := b.Build()
+	var id string
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		// Retried: a test may add right after restarting Redis.
+		if id, err = e.do(cmd.Pin()).ToString(); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		e.t.Fatalf("XADD: %v", err)
+	}
+	e.mu.Lock()
+	e.lastAdded = id
+	e.mu.Unlock()
+	return id
+}
+
+// addModel appends a model encoded by the envelope codec.
+func (e *wenv) addModel(m envelope.Model) string {
+	e.t.Helper()
+	fields, err := envelope.ToWire(m)
+	if err != nil {
+		e.t.Fatalf("ToWire: %v", err)
+	}
+	var kv []string
+	for k, v := range fields {
+		kv = append(kv, k, v)
+	}
+	return e.add(kv...)
+}
+
+// command is a content_fetch carrying a secret header, so every test checks
+// that header values stay out of the log.
+func (e *wenv) command(id, url string) *envelope.ContentFetch {
+	return &envelope.ContentFetch{
+		OccurredAt:   time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC),
+		CommandID:    id,
+		URL:          url,
+		InfoSourceID: "source-" + id,
+		Headers:      map[string]string{"Authorization": "Bearer " + secretValue},
+	}
+}
+
+// factsNow decodes every fact published so far.
+func (e *wenv) factsNow() []envelope.Model {
+	e.t.Helper()
+	entries, err := e.do(e.client.B().Xrange().Key(e.facts).Start("-").End("+").Build()).AsXRange()
+	if err != nil {
+		e.t.Fatalf("XRANGE facts: %v", err)
+	}
+	var out []envelope.Model
+	for _, en := range entries {
+		m, err := envelope.FromWire(en.FieldValues)
+		if err != nil {
+			e.t.Fatalf("a published fact does not decode: %v", err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// dlqNow returns every dead letter written so far.
+func (e *wenv) dlqNow() []map[string]string {
+	e.t.Helper()
+	entries, err := e.do(e.client.B().Xrange().Key(e.dlq).Start("-").End("+").Build()).AsXRange()
+	if err != nil {
+		e.t.Fatalf("XRANGE dlq: %v", err)
+	}
+	out := make([]map[string]string, 0, len(entries))
+	for _, en := range entries {
+		out = append(out, en.FieldValues)
+	}
+	return out
+}
+
+// pending returns how many entries of the group are pending.
+func (e *wenv) pending() int {
+	e.t.Helper()
+	arr, err := e.do(e.client.B().Xpending().Key(e.stream).Group(e.group).Build()).ToArray()
+	if err != nil {
+		e.t.Fatalf("XPENDING: %v", err)
+	}
+	n, _ := arr[0].AsInt64()
+	return int(n)
+}
+
+// owner returns the consumer an entry is pending for, "" if none.
+func (e *wenv) owner(id string) string {
+	e.t.Helper()
+	arr, err := e.do(e.client.B().Xpending().Key(e.stream).Group(e.group).Start(id).End(id).Count(1).Build()).ToArray()
+	if err != nil {
+		e.t.Fatalf("XPENDING: %v", err)
+	}
+	if len(arr) == 0 {
+		return ""
+	}
+	row, _ := arr[0].ToArray()
+	name, _ := row[1].ToString()
+	return name
+}
+
+func (e *wenv) deduped(commandID string) bool {
+	e.t.Helper()
+	n, err := e.do(e.client.B().Exists().Key(e.prefix + commandID).Build()).AsInt64()
+	if err != nil {
+		e.t.Fatalf("EXISTS: %v", err)
+	}
+	return n == 1
+}
+
+// eventually polls cond until it holds or the timeout passes. The worker
+// runs on real Redis and real sockets, so the test waits for their I/O
+// rather than for a clock.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (e *wenv) waitFacts(n int, timeout time.Duration) []envelope.Model {
+	e.t.Helper()
+	var facts []envelope.Model
+	eventually(e.t, timeout, fmt.Sprintf("%d facts", n), func() bool {
+		facts = e.factsNow()
+		return len(facts) >= n
+	})
+	return facts
+}
+
+func (e *wenv) waitDLQ(n int, timeout time.Duration) []map[string]string {
+	e.t.Helper()
+	var dl []map[string]string
+	eventually(e.t, timeout, fmt.Sprintf("%d dead letters", n), func() bool {
+		dl = e.dlqNow()
+		return len(dl) >= n
+	})
+	return dl
+}
+
+// lastDelivered is the group's last-delivered-id, "" before the group exists.
+func (e *wenv) lastDelivered() string {
+	e.t.Helper()
+	groups, err := e.do(e.client.B().XinfoGroups().Key(e.stream).Build()).ToArray()
+	if err != nil {
+		return ""
+	}
+	for _, g := range groups {
+		m, err := g.AsMap()
+		if err != nil {
+			e.t.Fatalf("XINFO GROUPS: %v", err)
+		}
+		name, id := m["name"], m["last-delivered-id"]
+		if n, _ := name.ToString(); n == e.group {
+			s, _ := id.ToString()
+			return s
+		}
+	}
+	return ""
+}
+
+// waitSettled waits until every entry added so far was delivered and none
+// is pending.
+func (e *wenv) waitSettled(timeout time.Duration) {
+	e.t.Helper()
+	e.mu.Lock()
+	last := e.lastAdded
+	e.mu.Unlock()
+	eventually(e.t, timeout, "every entry delivered and none pending", func() bool {
+		return e.lastDelivered() == last && e.pending() == 0
+	})
+}
+
+// dlqReasons lists the dlq_reason of each dead letter, with its original id.
+func dlqReasons(dl []map[string]string) []string {
+	out := make([]string, len(dl))
+	for i, d := range dl {
+		out[i] = d[fetch.FieldDLQReason]
+	}
+	return out
+}
+
+func TestWorkerOptionsDefaults(t *testing.T) {
+	slots := fetch.NewSlots(7)
+	f := fetch.New(fetch.Options{Slots: slots, MaxFetchTime: 30 * time.Second})
+	defer f.Close()
+	h := fetch.NewHandler(fetch.HandlerOptions{Fetcher: f, Sink: memory.New(memory.Options{})})
+	got := fetch.NewWorker(nil, h, fetch.WorkerOptions{Consumer: "c", Logger: discard}).Options()
+	want := fetch.WorkerOptions{
+		Stream:                 "content.fetch",
+		Group:                  "replicator.fetch",
+		Consumer:               "c",
+		StartID:                "$",
+		FactsStream:            "content.blobs",
+		DLQStream:              "content.fetch.dlq",
+		ReadBlock:              5 * time.Second,
+		ClaimMinIdle:           60 * time.Second,
+		MaxDeliveryAttempts:    5,
+		BackoffBase:            time.Second,
+		BackoffMax:             30 * time.Second,
+		MaxConsecutiveFailures: 20,
+		DedupeTTL:              86400 * time.Second,
+		DedupePrefix:           "replicator:cmd:fetch:",
+		Concurrency:            7,
+		MaxHeld:                112,
+		MaxHeldPerHost:         64,
+		MaxActivePerHost:       4,
+		DrainTimeout:           40 * time.Second,
+		Logger:                 discard,
+	}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(fetch.WorkerOptions{}), cmpopts.EquateComparable(slog.Logger{})); diff != "" {
+		t.Errorf("defaults mismatch (-want +got):\n%s", diff)
+	}
+	if c := fetch.DefaultConsumer(); !strings.HasPrefix(c, "replicator@") {
+		t.Errorf("DefaultConsumer() = %q, want replicator@<hostname>", c)
+	}
+}
