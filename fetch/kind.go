@@ -77,7 +77,7 @@ func DetectKind(contentType string, body []byte) DocumentKind {
 		}
 		return KindHTML
 	}
-	switch xmlRoot(rest) {
+	switch string(xmlRoot(rest)) { // compared without allocating
 	case "feed":
 		return KindAtom
 	case "rss":
@@ -122,8 +122,8 @@ func isJSONFeed(b []byte) bool {
 
 // xmlRoot returns the local name of the first element in b, skipping
 // white space, processing instructions (the XML declaration among them),
-// comments and a doctype. It returns "" when b holds no element start.
-func xmlRoot(b []byte) string {
+// comments and a doctype. It returns nil when b holds no element start.
+func xmlRoot(b []byte) []byte {
 	for {
 		b = bytes.TrimLeft(b, " \t\r\n")
 		switch {
@@ -136,10 +136,10 @@ func xmlRoot(b []byte) string {
 		case bytes.HasPrefix(b, []byte("<")):
 			return localName(b[1:])
 		default:
-			return ""
+			return nil
 		}
 		if b == nil {
-			return ""
+			return nil
 		}
 	}
 }
@@ -173,14 +173,14 @@ func afterDoctype(b []byte) []byte {
 
 // localName reads an element name up to white space, '>' or '/', and
 // drops a namespace prefix.
-func localName(b []byte) string {
+func localName(b []byte) []byte {
 	end := bytes.IndexAny(b, " \t\r\n>/")
 	if end < 0 {
-		return ""
+		return nil
 	}
 	name := b[:end]
 	if i := bytes.LastIndexByte(name, ':'); i >= 0 {
 		name = name[i+1:]
 	}
-	return string(name)
+	return name
 }

@@ -117,3 +117,27 @@ func FuzzDetectKind(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDetectKind shows the cost is bounded by SniffLen, not the body:
+// a feed named by its root and a 1 MiB page cost about the same.
+func BenchmarkDetectKind(b *testing.B) {
+	page := []byte("<!DOCTYPE html><html><body>" + strings.Repeat("<p>words</p>", 1<<16) + "</body></html>")
+	bodies := []struct {
+		name        string
+		contentType string
+		body        []byte
+	}{
+		{name: "content type", contentType: "application/atom+xml", body: page},
+		{name: "rss root", contentType: "text/plain", body: []byte(`<?xml version="1.0"?><rss version="2.0"><channel/></rss>`)},
+		{name: "json feed", contentType: "application/json", body: []byte(`{"title": "t", "home_page_url": "https://a.test/", "items": []}`)},
+		{name: "1 MiB page", contentType: "text/html", body: page},
+	}
+	for _, bb := range bodies {
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				fetch.DetectKind(bb.contentType, bb.body)
+			}
+		})
+	}
+}
