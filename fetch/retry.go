@@ -1,0 +1,307 @@
+package fetch
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/sink"
+	"github.com/replicator-go/replicator/sink/memory"
+)
+
+// Defaults for GetOptions fields left zero, and the longest retry wait.
+const (
+	DefaultGetRetries = 2
+	DefaultGetBackoff = 500 * time.Millisecond
+	DefaultGetTimeout = 15 * time.Second
+	// MaxGetWait caps every wait between attempts, a Retry-After included,
+	// so a hostile or huge value cannot stall the caller.
+	MaxGetWait = 30 * time.Second
+)
+
+// NoRetries, as GetOptions.Retries, makes Get try once.
+const NoRetries = -1
+
+// DefaultAccept is the Accept header Get sends unless the caller sets one:
+// feed formats first, then JSON, then HTML.
+const DefaultAccept = "application/atom+xml, application/rss+xml, application/feed+json, " +
+	"application/json;q=0.9, text/html;q=0.8, */*;q=0.5"
+
+// GetOptions configures one Fetcher.Get. The zero value means the defaults
+// documented on each field.
+type GetOptions struct {
+	// Retries is how many more attempts follow a first one that failed
+	// retryably (see Retryable). Zero means DefaultGetRetries; NoRetries
+	// (any negative value) means a single attempt.
+	Retries int
+	// Backoff is the base of the jittered exponential wait before a retry:
+	// before retry n (from 0) Get waits Backoff·2ⁿ·U[0.5, 1), at most
+	// MaxGetWait. A 429's Retry-After replaces it. Zero means
+	// DefaultGetBackoff; a negative value means no wait.
+	Backoff time.Duration
+	// Timeout bounds one whole attempt, all hops and pacing included; an
+	// attempt cut short fails with ErrDeadline and is retried. It can only
+	// shorten the fetcher's MaxFetchTime. Zero means DefaultGetTimeout; a
+	// negative value leaves only the fetcher's MaxFetchTime. Each operation
+	// within an attempt is also bounded by the fetcher's DefaultTimeout.
+	Timeout time.Duration
+	// Headers are extra request headers, e.g. authorization for a private
+	// feed. They pass guard.SanitizeHeaders (a refusal fails Get with
+	// guard.ErrInvalidOptions before anything is sent), names lower-cased,
+	// and override the defaults (user-agent, accept). If-None-Match and
+	// If-Modified-Since are ignored: they belong to Cache. Credentials
+	// (authorization, proxy-authorization, cookie) go only to hops on the
+	// requested URL's origin.
+	Headers map[string]string
+	// Cache, when set, makes the request conditional on the document cached
+	// for the URL and receives every document fetched with a final 200.
+	// Nil means unconditional requests and no caching.
+	Cache Cache
+	// Sink stores the body. Nil means a fresh in-memory sink for this Get,
+	// which lives as long as the returned Document.
+	Sink sink.Sink
+	// Sleep waits between attempts. Nil means a timer that ends early with
+	// ctx.Err() when ctx ends, or with ErrStopping when the fetcher's Stop
+	// closes. Tests pass a function that records the wait and returns.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Get fetches url as a library caller wants it: with retries, an optional
+// conditional cache and kind detection. Every attempt is a full Fetch, so
+// the URL rules, the destination guard and pacing apply to every hop of
+// every attempt, and the fetcher's limits (size, redirects, timeouts) hold.
+// The worker never uses Get: it retries through the stream instead.
+//
+// An attempt that fails retryably (see Retryable) is retried up to
+// opts.Retries times, after a jittered backoff or, for a 429, the
+// response's Retry-After; both are capped at MaxGetWait. The fetcher's
+// pacer still has the last word: after a 429 or 503 its escalated interval
+// may hold the next attempt back further.
+//
+// With opts.Cache, the cached document's validators go on the first hop of
+// every attempt (never to a redirect target), and a 304 returns a copy of
+// the cached document with NotModified set. A 304 that answers no validator
+// of ours fails with a *StatusError.
+//
+// On failure Get returns the last attempt's error, wrapped with the number
+// of attempts when there were several; check it with errors.Is and
+// errors.As. Cancelling ctx stops Get at once with ctx.Err(), which is never
+// confused with a per-attempt timeout (ErrDeadline).
+func (f *Fetcher) Get(ctx context.Context, url string, opts GetOptions) (*Document, error) {
+	headers, err := f.getHeaders(opts.Headers)
+	if err != nil {
+		return nil, err
+	}
+	retries := opts.Retries
+	switch {
+	case retries == 0:
+		retries = DefaultGetRetries
+	case retries < 0:
+		retries = 0
+	}
+	base := opts.Backoff
+	switch {
+	case base == 0:
+		base = DefaultGetBackoff
+	case base < 0:
+		base = 0
+	}
+	timeout := opts.Timeout
+	switch {
+	case timeout == 0:
+		timeout = DefaultGetTimeout
+	case timeout < 0:
+		timeout = 0
+	}
+	sleep := opts.Sleep
+	if sleep == nil {
+		sleep = func(ctx context.Context, d time.Duration) error { return sleepFor(ctx, f.stop, d) }
+	}
+	dst := opts.Sink
+	if dst == nil {
+		dst = memory.New(memory.Options{})
+	}
+
+	req := Request{URL: url, Headers: headers, MaxFetchTime: timeout}
+	var cached *Document
+	if opts.Cache != nil {
+		if d, ok := opts.Cache.Load(url); ok && d != nil {
+			if req.Conditional = conditional(d); req.Conditional != nil {
+				cached = d
+			}
+		}
+	}
+
+	for attempt := 1; ; attempt++ {
+		sniff := &sniffSink{Sink: dst}
+		res, err := f.Fetch(ctx, req, sniff)
+		if err == nil {
+			return f.document(url, res, sniff, cached, attempt, opts.Cache)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if attempt > retries || !Retryable(err) {
+			if attempt > 1 {
+				err = fmt.Errorf("fetch: gave up after %d attempts: %w", attempt, err)
+			}
+			return nil, err
+		}
+		wait := retryDelay(err, attempt-1, base, f.now(), rand.Float64())
+		f.log.DebugContext(ctx, "retrying fetch", "url", redact(url), "attempt", attempt, "wait_ms", wait.Milliseconds(), "error", err)
+		if err := sleep(ctx, wait); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, err
+		}
+	}
+}
+
+// getHeaders screens the caller's headers and merges them over Get's
+// defaults. The user-agent default is the fetcher's own (see hopHeader).
+func (f *Fetcher) getHeaders(h map[string]string) (map[string]string, error) {
+	clean, err := guard.SanitizeHeaders(h)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: get: %w", err)
+	}
+	out := map[string]string{"accept": DefaultAccept}
+	for name, value := range clean {
+		switch name {
+		case "if-none-match", "if-modified-since":
+			continue // the cache's, never the caller's
+		}
+		out[name] = value
+	}
+	return out, nil
+}
+
+// document turns a successful Fetch into the Document Get returns and
+// updates the cache after a final 200.
+func (f *Fetcher) document(url string, res *Result, sniff *sniffSink, cached *Document, attempts int, cache Cache) (*Document, error) {
+	if res.NotModified() {
+		// Validators go on the first hop only, so only a 304 from that hop
+		// answers them.
+		if cached == nil || res.Requests != 1 {
+			return nil, fmt.Errorf("%w (no validator was sent to it)", &StatusError{StatusCode: res.StatusCode, URL: res.FinalURL.Redacted()})
+		}
+		d := *cached
+		d.StatusCode = res.StatusCode
+		d.NotModified = true
+		d.Attempts = attempts
+		return &d, nil
+	}
+	contentType := strings.TrimSpace(res.Header.Get("Content-Type"))
+	d := &Document{
+		URL:          res.FinalURL.String(),
+		StatusCode:   res.StatusCode,
+		ContentType:  contentType,
+		Kind:         DetectKind(contentType, sniff.head),
+		Blob:         res.Blob,
+		ETag:         strings.TrimSpace(res.Header.Get("ETag")),
+		LastModified: strings.TrimSpace(res.Header.Get("Last-Modified")),
+		Attempts:     attempts,
+		sink:         sniff.Sink,
+	}
+	if cache != nil && res.StatusCode == http.StatusOK {
+		stored := *d
+		stored.Attempts = 0
+		cache.Store(url, &stored)
+	}
+	return d, nil
+}
+
+// conditional returns the validator headers for a cached document, nil
+// when it has none that can be sent.
+func conditional(d *Document) map[string]string {
+	h := make(map[string]string, 2)
+	if guard.SendableValidator(d.ETag) {
+		h["if-none-match"] = d.ETag
+	}
+	if guard.SendableValidator(d.LastModified) {
+		h["if-modified-since"] = d.LastModified
+	}
+	if len(h) == 0 {
+		return nil
+	}
+	return h
+}
+
+// Retryable reports whether a fresh attempt might succeed where a Fetch or
+// Get failed with err. Get retries exactly these.
+//
+// Retried: a failure on the wire (ErrNetwork: connect, reset, a truncated
+// or malformed response), a failed lookup (guard.ErrResolve), a whole
+// attempt past its bound (ErrDeadline), one operation past its timeout
+// (ErrTimeout), a 5xx and a 429.
+//
+// Not retried: any other status (a 304 included), a URL that is invalid or
+// not http(s) and too many redirects (ErrNotFetchable), a destination the
+// guard refused (guard.ErrRefused), refused request headers
+// (guard.ErrInvalidOptions), a body over the limit (ErrTooLarge), a TLS
+// certificate that failed verification (it will fail the same way again),
+// the caller's cancellation or deadline (context.Canceled,
+// context.DeadlineExceeded), and the fetcher's own refusals: ErrParked,
+// ErrStopping, ErrStorageFull, ErrStore. Anything unrecognized is not
+// retried either.
+func Retryable(err error) bool {
+	var status *StatusError
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrDeadline), errors.Is(err, ErrTimeout):
+		return true
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, guard.ErrRefused), errors.Is(err, ErrNotFetchable),
+		errors.Is(err, ErrTooLarge), errors.Is(err, guard.ErrInvalidOptions):
+		return false
+	case errors.As(err, &status):
+		return status.StatusCode >= 500 || status.StatusCode == http.StatusTooManyRequests
+	case errors.Is(err, guard.ErrResolve):
+		return true
+	case errors.Is(err, ErrNetwork):
+		return !certificateRejected(err)
+	}
+	return false
+}
+
+func certificateRejected(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var authority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &verify) || errors.As(err, &authority) ||
+		errors.As(err, &hostname) || errors.As(err, &invalid)
+}
+
+// retryDelay is the wait before retry n (from 0) after err, at now: a
+// 429's Retry-After when it parses, else the jittered backoff; u is a
+// uniform draw from [0, 1).
+func retryDelay(err error, n int, base time.Duration, now time.Time, u float64) time.Duration {
+	var status *StatusError
+	if errors.As(err, &status) && status.StatusCode == http.StatusTooManyRequests {
+		if d, ok := policy.ParseRetryAfter(status.RetryAfter, now); ok {
+			return min(d, MaxGetWait)
+		}
+	}
+	return backoff(n, base, u)
+}
+
+// backoff is full jitter: base·2ⁿ scaled by a factor in [0.5, 1), so
+// sources failing together do not retry in lockstep; at most MaxGetWait.
+func backoff(n int, base time.Duration, u float64) time.Duration {
+	w := float64(base) * math.Exp2(float64(n)) * (0.5 + u/2)
+	if w >= float64(MaxGetWait) {
+		return MaxGetWait
+	}
+	return time.Duration(w)
+}
