@@ -3,6 +3,7 @@ package gcs
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/sink"
@@ -24,7 +25,9 @@ func BenchmarkPut64MiBx16(b *testing.B) { benchPut(b, 16) }
 
 func benchPut(b *testing.B, parallel int) {
 	g := testenv.StartGCSProcess(b, bucket)
-	s := newSink(b, g.Client, Options{TempDir: b.TempDir()})
+	// The emulator takes a minute over sixteen 64 MiB uploads at once;
+	// the timeout guards against a stalled service, not a slow one.
+	s := newSink(b, g.Client, Options{TempDir: b.TempDir(), Timeout: 10 * time.Minute})
 	sinktest.BenchmarkPut(b, s, 64<<20, parallel, func(bl sink.Blob) {
 		g.Client.Bucket(bucket).Object(s.Object(bl.Fingerprint)).Delete(context.Background())
 	})
