@@ -139,10 +139,40 @@ func newEnv(t *testing.T, client rueidis.Client, h http.Handler) *wenv {
 
 func (e *wenv) url(host, path string) string { return e.origin.URLFor(host, path) }
 
+// recordingPacer notes when each reservation was granted, the moment a
+// request goes out: the decision happened between grant.before and
+// grant.after.
+type recordingPacer struct {
+	policy.Pacer
+	mu     sync.Mutex
+	grants map[string][]grant
+}
+
+type grant struct{ before, after time.Time }
+
+func (p *recordingPacer) Reserve(ctx context.Context, host string, maxWait time.Duration) (policy.Reservation, error) {
+	before := time.Now()
+	r, err := p.Pacer.Reserve(ctx, host, maxWait)
+	if err == nil && r.OK {
+		after := time.Now()
+		p.mu.Lock()
+		p.grants[host] = append(p.grants[host], grant{before.Add(r.Wait), after.Add(r.Wait)})
+		p.mu.Unlock()
+	}
+	return r, err
+}
+
+// sent returns the grants of the requests to host, in order.
+func (p *recordingPacer) sent(host string) []grant {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]grant(nil), p.grants[host]...)
+}
+
 // stack is what a worker runs on.
 type stack struct {
 	sink    sink.Sink
-	pacer   policy.Pacer
+	pacer   *recordingPacer
 	fetcher *fetch.Fetcher
 	handler *fetch.Handler
 }
@@ -171,7 +201,10 @@ func (e *wenv) newStack(stop <-chan struct{}, o stackOptions) *stack {
 	if s.sink == nil {
 		s.sink = memory.New(memory.Options{TTL: time.Hour})
 	}
-	s.pacer = policy.NewLocal(policy.LocalOptions{DefaultInterval: &interval, Floors: floorMap(o.floors)})
+	s.pacer = &recordingPacer{
+		Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: &interval, Floors: floorMap(o.floors)}),
+		grants: map[string][]grant{},
+	}
 	maxWait := o.maxWait
 	if maxWait == 0 {
 		maxWait = 5 * time.Second
