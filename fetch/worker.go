@@ -127,7 +127,9 @@ type WorkerOptions struct {
 	MaxHeld int
 	// MaxHeldPerHost bounds the commands held for one host; beyond it a
 	// command is left pending and returns through XAUTOCLAIM after
-	// ClaimMinIdle. Default 64.
+	// ClaimMinIdle. For a backlogged host to be fetched at its full rate,
+	// MaxHeldPerHost × its interval should exceed ClaimMinIdle (the
+	// defaults: 64 × 1 s against 60 s). Default 64.
 	MaxHeldPerHost int
 	// MaxActivePerHost bounds the commands for one host inside the Handler
 	// at once (requests are spaced by the pacer anyway). While a host has
@@ -308,8 +310,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.writeCtx = base
 	w.claimCursor = "0-0"
 	w.nextReclaim = time.Time{}
+	w.fateFailures.Store(0)
 	w.mu.Lock()
 	w.stopping = false
+	clear(w.held)
+	clear(w.byCommand)
+	clear(w.hosts)
+	w.countLocked()
 	w.mu.Unlock()
 
 	refreshCtx, stopRefresh := context.WithCancel(base)

@@ -314,6 +314,25 @@ func TestWorkerShutdown(t *testing.T) {
 		}
 	})
 
+	t.Run("idle, in a long blocking read", func(t *testing.T) {
+		e := newEnv(t, b.client, nil)
+		wo := e.workerOptions()
+		wo.ReadBlock = 30 * time.Second
+		wo.ClaimMinIdle = time.Minute
+		run := e.start(stackOptions{}, wo)
+		eventually(t, 10*time.Second, "the worker to be healthy", run.worker.Healthy)
+		eventually(t, 10*time.Second, "the worker to block in a read", func() bool {
+			return strings.Contains(clientList(t, e), "cmd=xreadgroup")
+		})
+		start := time.Now()
+		if err := run.stop(t); err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("Run took %v to return; the blocking read was not interrupted", took)
+		}
+	})
+
 	t.Run("cuts pacing waits short", func(t *testing.T) {
 		e := newEnv(t, b.client, http.HandlerFunc(okBody))
 		// The second command sleeps through its host's window (MaxWait is
@@ -341,6 +360,16 @@ func TestWorkerShutdown(t *testing.T) {
 			t.Errorf("%d pending after shutdown, want the waiting command", got)
 		}
 	})
+}
+
+// clientList returns CLIENT LIST: what each connection is doing.
+func clientList(t *testing.T, e *wenv) string {
+	t.Helper()
+	s, err := e.do(e.client.B().ClientList().Build()).ToString()
+	if err != nil {
+		t.Fatalf("CLIENT LIST: %v", err)
+	}
+	return s
 }
 
 // TestWorkerLogLines checks the one line per handled command: stable keys,
