@@ -36,14 +36,21 @@ import (
 const secretValue = "secret-7f3a9c"
 
 // workerHosts resolve to the loopback origin, except metadata.test, which
-// the guard must refuse.
-var workerHosts = map[string][]netip.Addr{
-	"w.test":        {netip.MustParseAddr("127.0.0.1")},
-	"slow.test":     {netip.MustParseAddr("127.0.0.1")},
-	"fast.test":     {netip.MustParseAddr("127.0.0.1")},
-	"paced.test":    {netip.MustParseAddr("127.0.0.1")},
-	"metadata.test": {netip.MustParseAddr("169.254.169.254")},
-}
+// the guard must refuse. h0.test … h99.test spread load over many hosts.
+var workerHosts = func() map[string][]netip.Addr {
+	loopback := []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+	hosts := map[string][]netip.Addr{
+		"w.test":        loopback,
+		"slow.test":     loopback,
+		"fast.test":     loopback,
+		"paced.test":    loopback,
+		"metadata.test": {netip.MustParseAddr("169.254.169.254")},
+	}
+	for i := range 100 {
+		hosts[fmt.Sprintf("h%d.test", i)] = loopback
+	}
+	return hosts
+}()
 
 // factOpts ignores what varies between runs: times, the free-text detail
 // of failures (checked separately where it matters), the blob's expiry.
@@ -101,7 +108,7 @@ func newClient(t *testing.T, addrs []string) rueidis.Client {
 // wenv is one test's world: stream names, an origin, a sink, a pacer and
 // a captured log.
 type wenv struct {
-	t      *testing.T
+	t      testing.TB
 	client rueidis.Client
 	origin *testenv.Origin
 	logs   *syncBuffer
@@ -423,7 +430,7 @@ func (e *wenv) deduped(commandID string) bool {
 // eventually polls cond until it holds or the timeout passes. The worker
 // runs on real Redis and real sockets, so the test waits for their I/O
 // rather than for a clock.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
