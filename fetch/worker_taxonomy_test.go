@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,15 @@ func taxonomyOrigin() http.Handler {
 	mux.Handle("/missing", testenv.Status(http.StatusNotFound, nil, "no such page"))
 	mux.Handle("/unchanged", testenv.Status(http.StatusNotModified, nil, ""))
 	mux.Handle("/big", testenv.Body(4096, true))
+	var flaky atomic.Int32
+	mux.HandleFunc("/flaky/", func(w http.ResponseWriter, r *http.Request) {
+		if flaky.Add(1) <= 2 {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "body of "+r.URL.Path)
+	})
 	return mux
 }
 
@@ -71,6 +81,7 @@ func failedFact(cmd *envelope.ContentFetch, reason envelope.Reason, status int) 
 type taxonomyRow struct {
 	name string
 	so   stackOptions
+	wo   func(*fetch.WorkerOptions)
 	// run publishes the row's entries (waiting in between where the row
 	// needs it) and returns the facts expected, in order, and the frames
 	// expected in the DLQ (by their original ids).
@@ -228,6 +239,31 @@ func taxonomyRows() []taxonomyRow {
 			notDeduped:  []string{"c-opts"},
 		},
 		{
+			name: "transient: 500 twice, then stored",
+			run: func(t *testing.T, e *wenv) ([]envelope.Model, []string) {
+				cmd := e.command("c-flaky", e.url("w.test", "/flaky/c-flaky"))
+				e.addModel(cmd)
+				return []envelope.Model{blobFact(cmd, "/flaky/c-flaky")}, nil
+			},
+			wantRequests: 3,
+			deduped:      []string{"c-flaky"},
+		},
+		{
+			name: "unclassified: handler_error at the delivery ceiling",
+			so:   stackOptions{sink: panicSink{memory.New(memory.Options{})}},
+			wo:   func(o *fetch.WorkerOptions) { o.MaxDeliveryAttempts = 2 },
+			run: func(t *testing.T, e *wenv) ([]envelope.Model, []string) {
+				cmd := e.command("c-bug", e.url("w.test", "/ok/c-bug"))
+				mid := e.addModel(cmd)
+				f := failedFact(cmd, envelope.ReasonHandlerError, 0)
+				f.Attempts = envelope.Ptr(2)
+				return []envelope.Model{f}, []string{mid}
+			},
+			wantReasons:  []string{string(envelope.ReasonHandlerError)},
+			wantRequests: 2,
+			notDeduped:   []string{"c-bug"},
+		},
+		{
 			name: "not_modified",
 			run: func(t *testing.T, e *wenv) ([]envelope.Model, []string) {
 				cmd := e.command("c-304", e.url("w.test", "/unchanged"))
@@ -261,7 +297,11 @@ func TestWorkerTaxonomy(t *testing.T) {
 
 func runTaxonomyRow(t *testing.T, b backend, row taxonomyRow) {
 	e := newEnv(t, b.client, taxonomyOrigin())
-	e.start(row.so, e.workerOptions())
+	wo := e.workerOptions()
+	if row.wo != nil {
+		row.wo(&wo)
+	}
+	e.start(row.so, wo)
 	wantFacts, dlqIDs := row.run(t, e)
 
 	e.waitDLQ(len(row.wantReasons), 15*time.Second)
