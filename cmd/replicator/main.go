@@ -31,6 +31,7 @@ type subcommand struct {
 func subcommands() []subcommand {
 	return []subcommand{
 		{"fetch", "fetch one URL now, without Redis, and print the resulting fact", runFetch},
+		{"worker", "run the consume loop (settings from REPLICATOR_* variables)", runWorker},
 		{"seed", "publish content.fetch commands and optionally watch their outcomes", runSeed},
 		{"dlq", "print the newest dead letters from content.fetch.dlq", runDLQ},
 		{"policy", "publish a per-host politeness policy (set HOST SECONDS | revoke HOST)", runPolicy},

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/rueidis"
+
+	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/sink"
+	"github.com/replicator-go/replicator/sink/gcs"
+	"github.com/replicator-go/replicator/sink/local"
+)
+
+const workerDescription = `Runs the consume loop: reads content_fetch commands from content.fetch with
+the consumer group, fetches them (guarded, paced, many at once), stores the
+bytes and publishes one fact per command on content.blobs; permanent
+failures are dead-lettered on content.fetch.dlq. Per-host politeness comes
+from content.fetch-policy, replayed before the first command is read.
+
+Settings come from the environment; an unset or blank variable takes its
+default, any other invalid value stops the start (exit 2). Logs are JSON on
+stderr. SIGTERM or SIGINT stops reading, lets in-flight fetches finish and
+exits 0; a broker that keeps failing makes it exit 1 so a supervisor
+restarts it.`
+
+// healthTimeout bounds the Redis PING behind /healthz.
+const healthTimeout = time.Second
+
+func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("worker", "worker", workerDescription, stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: replicator worker\n\n%s\n\nSettings:\n", workerDescription)
+		for _, s := range settings {
+			def := s.def
+			if def == "" {
+				def = `""`
+			}
+			if s.name == "REPLICATOR_CONSUMER_NAME" {
+				def = "replicator@<hostname>"
+			}
+			fmt.Fprintf(stderr, "  %s (default %s)\n      %s\n", s.name, def, s.help)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "replicator worker: takes no arguments (settings come from REPLICATOR_* variables), got %q\n", fs.Arg(0))
+		return 2
+	}
+	cfg, err := loadConfig(os.Getenv)
+	if err != nil {
+		for line := range strings.SplitSeq(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "replicator worker: %s\n", strings.TrimPrefix(line, "replicator: "))
+		}
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	// The policy table and other packages log through the default logger.
+	slog.SetDefault(log)
+	if err := work(ctx, cfg, log); err != nil {
+		log.Error("worker failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+// work wires the worker from cfg and runs it until ctx ends (nil) or the
+// broker gives up (an error). Start-up order follows the reference: storage
+// first (a misconfigured store fails the boot before anything else is
+// opened), then Redis, the policy replay, and only then the consume loop.
+func work(ctx context.Context, cfg Config, log *slog.Logger) error {
+	log.Info("replicator starting",
+		"version", fetch.Version,
+		"redis_url", redactURL(cfg.RedisURL),
+		"blob_backend", cfg.BlobBackend,
+		"group", cfg.ConsumerGroup,
+		"consumer", cfg.ConsumerName,
+		"concurrency", cfg.Concurrency,
+		"read_block_ms", cfg.ReadBlock.Milliseconds(),
+		"min_host_interval_seconds", cfg.MinHostInterval.Seconds(),
+		"allow_cidrs", fmt.Sprint(cfg.AllowCIDRs),
+		"metrics_addr", cfg.MetricsAddr,
+		// How long a broker outage is absorbed before the process exits; a
+		// supervisor's restart limits are sized against it.
+		"worst_case_outage_seconds", float64(cfg.MaxConsecutiveCycleFailures)*cfg.ErrorBackoffMax.Seconds(),
+	)
+	if cfg.Resolve != "" {
+		log.Warn("REPLICATOR_RESOLVE overrides DNS for some hosts; it is meant for tests and development", "resolve", cfg.Resolve)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	blobs, sweeper, err := openSink(ctx, cfg, log, reg)
+	if err != nil {
+		return err
+	}
+
+	client, err := newRedisClient(cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+
+	// Background tasks (policy tail, sweep, metrics server) end with bg.
+	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var bg sync.WaitGroup
+	defer func() {
+		stopBG()
+		bg.Wait()
+	}()
+
+	table := policy.NewTable()
+	reader := policy.NewReader(client, table, policy.ReaderOptions{
+		Block:       cfg.ReadBlock,
+		BackoffBase: cfg.ErrorBackoffBase,
+		BackoffMax:  cfg.ErrorBackoffMax,
+		Logger:      log,
+	})
+	bg.Go(func() { reader.Run(bgCtx) })
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "replicator_policy_hosts",
+		Help: "Hosts with a published fetch policy in force.",
+	}, func() float64 { return float64(table.Len()) }))
+
+	interval := cfg.MinHostInterval
+	// The fallback decides while Redis cannot, and mirrors the fleet's
+	// decisions meanwhile, so it also knows which hosts are tracked.
+	fallback := policy.NewLocal(policy.LocalOptions{DefaultInterval: &interval, Floors: table})
+	pacer := policy.NewRedis(client, policy.RedisOptions{
+		DefaultInterval: &interval,
+		Floors:          table,
+		Fallback:        fallback,
+		Logger:          log,
+	})
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "replicator_pacer_tracked_hosts",
+		Help: "Hosts whose spacing or escalation this worker currently tracks.",
+	}, func() float64 { return float64(fallback.Tracked()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "replicator_pacer_degraded",
+		Help: "1 while pacing decisions are made locally because Redis failed.",
+	}, func() float64 {
+		if pacer.Degraded() {
+			return 1
+		}
+		return 0
+	}))
+
+	gopts, err := guardOptions(cfg.AllowCIDRs, cfg.Resolve)
+	if err != nil {
+		return err // validated by loadConfig; kept for safety
+	}
+	fetcher := fetch.New(fetch.Options{
+		Guard:        guard.New(gopts),
+		Pacer:        pacer,
+		Slots:        fetch.NewSlots(cfg.Concurrency),
+		MaxWait:      cfg.ReadBlock,
+		Stop:         ctx.Done(),
+		MaxBodyBytes: cfg.MaxBlobBytes,
+		MaxFetchTime: cfg.MaxFetchTime,
+		Logger:       log,
+	})
+	defer fetcher.Close()
+	handler := fetch.NewHandler(fetch.HandlerOptions{
+		Fetcher:    fetcher,
+		Sink:       blobs,
+		MaxTimeout: cfg.MaxFetchTimeout,
+		Logger:     log,
+	})
+	worker := fetch.NewWorker(client, handler, fetch.WorkerOptions{
+		Group:                  cfg.ConsumerGroup,
+		Consumer:               cfg.ConsumerName,
+		StartID:                cfg.ConsumerStartID,
+		ReadBlock:              cfg.ReadBlock,
+		ClaimMinIdle:           cfg.ClaimMinIdle,
+		MaxDeliveryAttempts:    cfg.MaxDeliveryAttempts,
+		BackoffBase:            cfg.ErrorBackoffBase,
+		BackoffMax:             cfg.ErrorBackoffMax,
+		MaxConsecutiveFailures: cfg.MaxConsecutiveCycleFailures,
+		DedupeTTL:              cfg.DedupeTTL,
+		Concurrency:            cfg.Concurrency,
+		Logger:                 log,
+		Registerer:             reg,
+	})
+
+	if cfg.MetricsAddr != "" {
+		// Bound before the replay so /healthz answers (503) while it runs,
+		// and so a taken port fails the boot rather than going unnoticed.
+		ln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("metrics server: %w", err)
+		}
+		srv := &http.Server{Handler: metricsMux(reg, worker, client), ReadHeaderTimeout: 10 * time.Second}
+		bg.Go(func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server stopped", "error", err)
+			}
+		})
+		bg.Go(func() {
+			<-bgCtx.Done()
+			shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			srv.Shutdown(shutCtx)
+		})
+		log.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
+	}
+	if sweeper != nil {
+		bg.Go(func() { sweeper.Run(bgCtx, cfg.BlobSweepInterval) })
+	}
+
+	// The floors must be known before the first command is paced; pacing an
+	// opening burst at the default would be a guess.
+	if err := reader.WaitReplayed(ctx); err != nil {
+		log.Info("stopped before the fetch policy replay finished")
+		return nil
+	}
+	if err := worker.Run(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// openSink builds the blob sink REPLICATOR_BLOB_BACKEND names. For local it
+// also returns the sink to sweep (New has already warned about directory
+// levels others cannot traverse); for gcs the start-up listing has proved
+// the bucket usable.
+func openSink(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Registerer) (sink.Sink, *local.Sink, error) {
+	switch cfg.BlobBackend {
+	case backendGCS:
+		if strings.TrimSpace(os.Getenv("REPLICATOR_BLOB_MAX_TOTAL_BYTES")) != "" {
+			log.Info("REPLICATOR_BLOB_MAX_TOTAL_BYTES is not enforced with the gcs backend: the bucket's lifecycle rule reaps")
+		}
+		client, err := storage.NewClient(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("gcs client: %w", err)
+		}
+		prefix := cfg.BlobPrefix
+		if prefix == "" {
+			prefix = "/" // the bucket root; an empty Prefix would mean the default
+		}
+		s, err := gcs.New(ctx, client, gcs.Options{
+			Bucket:  cfg.BlobBucket,
+			Prefix:  prefix,
+			TTL:     cfg.BlobTTL,
+			Timeout: cfg.BlobTimeout,
+			Logger:  log,
+		})
+		if err != nil {
+			client.Close()
+			log.Error("blob bucket is not usable", "blob_bucket", cfg.BlobBucket, "blob_prefix", cfg.BlobPrefix, "error", err)
+			return nil, nil, err
+		}
+		return s, nil, nil
+	default:
+		s, err := local.New(local.Options{
+			Dir:           cfg.BlobDir,
+			TTL:           cfg.BlobTTL,
+			TempGrace:     cfg.BlobTempGrace,
+			MaxTotalBytes: cfg.BlobMaxTotalBytes,
+			Logger:        log,
+		})
+		if err != nil {
+			log.Error("blob directory is not usable", "blob_dir", cfg.BlobDir, "error", err)
+			return nil, nil, err
+		}
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "replicator_blob_store_bytes",
+			Help: "Bytes the local blob tree holds (blobs and temps), as of the last sweep plus blobs stored since.",
+		}, func() float64 { return float64(s.Usage()) }))
+		log.Info("blob directory ready", "blob_dir", s.Dir())
+		return s, s, nil
+	}
+}
+
+// metricsMux serves /metrics from reg and /healthz: 200 once the consumer
+// group exists and Redis answers a PING, else 503.
+func metricsMux(reg *prometheus.Registry, w *fetch.Worker, client rueidis.Client) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, r *http.Request) {
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !w.Healthy() {
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(rw, "not ready: the consumer group is not set up or Redis has not answered recently")
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+		defer cancel()
+		if err := client.Do(ctx, client.B().Ping().Build()).Error(); err != nil {
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(rw, "redis does not answer")
+			return
+		}
+		fmt.Fprintln(rw, "ok")
+	})
+	return mux
+}
