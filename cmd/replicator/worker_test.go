@@ -365,3 +365,26 @@ func TestWorkerFleetPoliteness(t *testing.T) {
 	}
 	t.Logf("smallest gap between arrivals %v for an interval of %v; %d of %d gaps shorter than %v", smallest, interval, short, gaps, interval-tolerance)
 }
+
+// TestWorkerAgainstCluster runs seed and the worker against a Redis Cluster
+// named by one URL with the other masters as ?addr= seeds.
+func TestWorkerAgainstCluster(t *testing.T) {
+	origin := testenv.StartOrigin(t, testenv.Status(200, nil, "clustered\n"))
+	cluster := testenv.StartCluster(t)
+	redisURL := "redis://" + cluster.Addrs[0] + "/0?addr=" + cluster.Addrs[1] + "&addr=" + cluster.Addrs[2]
+	w := startBinary(t, []string{
+		"REPLICATOR_REDIS_URL=" + redisURL,
+		"REPLICATOR_ALLOW_CIDRS=127.0.0.0/8",
+		"REPLICATOR_BLOB_DIR=" + t.TempDir(),
+		"REPLICATOR_READ_BLOCK_MS=1000",
+		// The seed may land before the worker creates the group.
+		"REPLICATOR_CONSUMER_START_ID=0",
+	}, "worker")
+	r := runBinary(t, nil, "seed", "--redis-url", redisURL, "--info-source-id", "src-cluster", "--watch", "--watch-timeout", "60s", origin.URL+"/")
+	if r.code != 0 || !strings.Contains(r.stdout, "[1/1] blob_available") {
+		t.Fatalf("seed --watch: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if code := w.stop(t, 30*time.Second); code != 0 {
+		t.Errorf("worker exited %d after SIGTERM, want 0", code)
+	}
+}
