@@ -360,6 +360,9 @@ func runDecisions(t *testing.T, c decisionCase, slack time.Duration, newPacer fu
 			if got.OK != s.want.OK || got.Interval != s.want.Interval || !near(got.Wait, s.want.Wait, slack) {
 				t.Errorf("step %d: reserve(%q, at %v, maxWait %v) = %+v; want %+v", i, s.host, s.at, s.maxWait, got, s.want)
 			}
+			if slack == 0 && !got.At.Equal(now.Add(got.Wait)) {
+				t.Errorf("step %d: At = %v; want the decision time plus Wait, %v", i, got.At, now.Add(got.Wait))
+			}
 		case opRefused:
 			ra, _ := ParseRetryAfter(s.retryAfter, now)
 			got, err := p.refused(now, s.host, ra)

@@ -4,7 +4,8 @@
 //
 // A fetcher asks a [Pacer] before every request (every redirect hop too,
 // keyed on the host it really contacts): [Pacer.Reserve] says how long to
-// wait, and takes the slot when the caller can afford the wait. After a 429
+// wait, and takes the slot when the caller can afford the wait; the caller
+// then sleeps until [Reservation].At and sends. After a 429
 // or 503 it calls [Pacer.Refused] with what [ParseRetryAfter] made of the
 // response's Retry-After. [Local] paces one process; [Redis] paces a fleet.
 //

@@ -143,7 +143,7 @@ func (l *Local) ReserveAt(now time.Time, host string, maxWait time.Duration) (Re
 		}
 	}
 	if wait > maxWait {
-		return Reservation{Wait: wait, Interval: interval}, nil
+		return Reservation{Wait: wait, Interval: interval, At: now.Add(wait)}, nil
 	}
 	next := hostState{last: now.Add(wait)}
 	if esc > 0 {
@@ -153,7 +153,7 @@ func (l *Local) ReserveAt(now time.Time, host string, maxWait time.Duration) (Re
 	if !known {
 		l.maybePrune(now)
 	}
-	return Reservation{Wait: wait, OK: true, Interval: interval}, nil
+	return Reservation{Wait: wait, OK: true, Interval: interval, At: now.Add(wait)}, nil
 }
 
 // Refused is RefusedAt at the current time. It returns ctx.Err() if ctx is

@@ -21,6 +21,10 @@ type Reservation struct {
 	OK bool
 	// Interval is the spacing in force for the host at the decision.
 	Interval time.Duration
+	// At is the instant, on the local clock, that Wait ends. Sleeping until
+	// At rather than for Wait keeps the time between the decision and the
+	// start of the sleep (a busy scheduler's) out of the spacing.
+	At time.Time
 }
 
 // Pacer spaces requests per host. Hosts are hostnames, lower-cased, without

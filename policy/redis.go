@@ -151,15 +151,11 @@ func (r *Redis) Reserve(ctx context.Context, host string, maxWait time.Duration)
 		return r.fallback.Reserve(ctx, host, maxWait)
 	}
 	r.recover()
-	// The slot is an instant on the server's clock; waiting for it from
-	// when the reply happened to arrive would add the reply's latency, which
-	// varies, to the spacing the origin sees.
 	now := time.Now()
-	slot := r.clock.local(v.serverNow + v.wait)
-	res := Reservation{OK: v.ok, Wait: max(0, slot.Sub(now)), Interval: v.interval}
+	res := Reservation{OK: v.ok, Wait: max(0, v.slot.Sub(now)), Interval: v.interval, At: v.slot}
 	var goesOut time.Time
 	if res.OK {
-		goesOut = now.Add(res.Wait)
+		goesOut = v.slot
 	}
 	r.fallback.mirror(now, host, goesOut, v.esc, v.escAge)
 	return res, nil
@@ -197,6 +193,7 @@ type scriptResult struct {
 	esc       time.Duration
 	escAge    time.Duration
 	serverNow time.Duration // since the Unix epoch, on the server's clock
+	slot      time.Time     // when the decided wait ends, on the local clock
 }
 
 func (r *Redis) exec(ctx context.Context, host, mode string, arg time.Duration) (scriptResult, error) {
@@ -207,6 +204,7 @@ func (r *Redis) exec(ctx context.Context, host, mode string, arg time.Duration) 
 	resp := paceScript.Exec(ctx, r.client, []string{r.Key(host)}, []string{
 		mode, micros(floor), micros(arg), argFirstStep, argHeadroom, argReset, argGrace,
 	})
+	received := time.Now()
 	vals, err := resp.AsIntSlice()
 	if err != nil {
 		return scriptResult{}, err
@@ -219,7 +217,18 @@ func (r *Redis) exec(ctx context.Context, host, mode string, arg time.Duration) 
 		ok: vals[0] == 1, wait: us(vals[1]), interval: us(vals[2]),
 		esc: us(vals[3]), escAge: us(vals[4]), serverNow: us(vals[5]),
 	}
-	r.clock.observe(sent, time.Now(), v.serverNow)
+	r.clock.observe(sent, received, v.serverNow)
+	// The slot is an instant on the server's clock. Waiting for it from when
+	// the reply happened to arrive would add the reply's latency, which
+	// varies, to the spacing the origin sees; so it is mapped to the local
+	// clock, and kept within what this round trip alone proves (the server
+	// decided between sent and received) in case the mapping is off.
+	v.slot = r.clock.local(v.serverNow + v.wait)
+	if lo := sent.Add(v.wait); v.slot.Before(lo) {
+		v.slot = lo
+	} else if hi := received.Add(v.wait); v.slot.After(hi) {
+		v.slot = hi
+	}
 	return v, nil
 }
 
@@ -244,9 +253,9 @@ func (c *serverClock) observe(sent, received time.Time, server time.Duration) {
 	offset := server - (s + rtt/2)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// A kept sample ages by 1 ms per second, far faster than clocks drift,
-	// so a slower but fresher sample eventually replaces it.
-	if !c.have || rtt <= c.rtt+(e-c.at)/1000 {
+	// A kept sample ages by 50 µs per second, faster than clocks drift, so
+	// a slower but fresher sample eventually replaces it.
+	if !c.have || rtt <= c.rtt+(e-c.at)/20000 {
 		c.have, c.offset, c.rtt, c.at = true, offset, rtt, e
 	}
 }
