@@ -256,18 +256,16 @@ func TestWorkerFleetPoliteness(t *testing.T) {
 		return strings.Compare(a[strings.LastIndexByte(a, '/'):], b[strings.LastIndexByte(b, '/'):])
 	})
 
-	dir := t.TempDir()
 	var procs []*process
 	for i := range workers {
-		procs = append(procs, startBinary(t, workerEnv(srv, dir,
+		// One blob tree each, as on separate machines. (Processes sharing a
+		// tree can lose a store to another's sweep removing a fresh shard
+		// directory; that store is transient and fetched again.)
+		procs = append(procs, startBinary(t, workerEnv(srv, t.TempDir(),
 			"REPLICATOR_RESOLVE="+strings.Join(resolve, ","),
 			"REPLICATOR_MIN_HOST_INTERVAL_SECONDS="+strconv.FormatFloat(interval.Seconds(), 'f', -1, 64),
 			"REPLICATOR_CONSUMER_NAME="+fmt.Sprintf("fleet-%d", i),
 			"REPLICATOR_CONSUMER_START_ID=0",
-			// Three processes share one blob tree; a store that loses a
-			// race with another's sweep is transient and comes back
-			// through the reclaim, which this keeps quick.
-			"REPLICATOR_CLAIM_MIN_IDLE_MS=1000",
 			"REPLICATOR_LOG_LEVEL=WARNING",
 		), "worker"))
 	}
