@@ -233,10 +233,14 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 			}
 		}
 		host := strings.ToLower(current.Hostname())
-		paced, err := f.admit(fetchCtx, host)
+		paced, spaced, err := f.admit(fetchCtx, host)
 		res.Paced += paced
 		if err != nil {
 			return nil, f.ioError(ctx, fetchCtx, nil, current, err)
+		}
+		hopCtx := fetchCtx
+		if spaced {
+			hopCtx = f.departureTrace(fetchCtx, host)
 		}
 		header := f.hopHeader(req.Headers, originOf(current) == origin)
 		if hop == 0 {
@@ -244,7 +248,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 				header.Set(name, value)
 			}
 		}
-		resp, wd, err := f.send(fetchCtx, current, header, timeout)
+		resp, wd, err := f.send(hopCtx, current, header, timeout)
 		res.Requests++
 		if err != nil {
 			f.slots.Release()

@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"net/http/httptrace"
 	"time"
 )
 
@@ -52,29 +53,50 @@ func (noSlots) Release()                          {}
 // reservation is recorded: a reservation can never age while its request
 // waits for a slot, which would let the next request to the host follow too
 // closely. Losing a race for the window just means waiting again.
-func (f *Fetcher) admit(ctx context.Context, host string) (paced time.Duration, err error) {
+//
+// spaced reports whether the host has an interval in force, so the caller
+// knows the request's departure is worth recording (see policy.Pacer.Sent).
+func (f *Fetcher) admit(ctx context.Context, host string) (paced time.Duration, spaced bool, err error) {
 	start := f.now()
 	for {
 		if err := f.slots.Acquire(ctx); err != nil {
-			return paced, err
+			return paced, false, err
 		}
 		r, err := f.pacer.Reserve(ctx, host, 0)
 		if err != nil {
 			f.slots.Release()
-			return paced, err
+			return paced, false, err
 		}
 		if r.OK {
-			return paced, nil
+			return paced, r.Interval > 0, nil
 		}
 		f.slots.Release()
 		if f.maxWait > 0 && paced+r.Wait > f.maxWait {
-			return paced, &ParkedError{Host: host, Wait: r.Wait}
+			return paced, false, &ParkedError{Host: host, Wait: r.Wait}
 		}
 		if err := f.sleep(ctx, r.Wait); err != nil {
-			return paced, err
+			return paced, false, err
 		}
 		paced = f.now().Sub(start)
 	}
+}
+
+// departureTrace records the request's departure with the pacer once its
+// headers are on the wire: a connect or TLS handshake can take long
+// enough to matter, and the origin measures spacing between arrivals.
+func (f *Fetcher) departureTrace(ctx context.Context, host string) context.Context {
+	detached := context.WithoutCancel(ctx)
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteHeaders: func() {
+			// Not inline: the hook runs on the connection's write loop, and
+			// a fleet pacer answers over the network.
+			go func() {
+				if err := f.pacer.Sent(detached, host); err != nil {
+					f.log.Debug("pacer did not record a departure", "host", host, "error", err)
+				}
+			}()
+		},
+	})
 }
 
 // sleepFor waits d, returning early with ErrStopping when stop closes or

@@ -33,6 +33,8 @@ func (libPacer) Refused(ctx context.Context, host string, retryAfter time.Durati
 	return 0, ctx.Err()
 }
 
+func (libPacer) Sent(ctx context.Context, host string) error { return ctx.Err() }
+
 // libSleeps records the waits Get asks for instead of waiting.
 type libSleeps struct {
 	mu    sync.Mutex

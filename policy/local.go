@@ -191,6 +191,36 @@ func (l *Local) RefusedAt(now time.Time, host string, retryAfter time.Duration) 
 	return max(floor, esc), nil
 }
 
+// Sent is SentAt at the current time. It returns ctx.Err() if ctx is
+// already done, and ErrEmptyHost for an empty host.
+func (l *Local) Sent(ctx context.Context, host string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return l.SentAt(time.Now(), host)
+}
+
+// SentAt records that a request to host left at now: a later departure than
+// its reservation moves the host's last request to now.
+func (l *Local) SentAt(now time.Time, host string) error {
+	host = strings.ToLower(host)
+	if host == "" {
+		return ErrEmptyHost
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, known := l.hosts[host]
+	if known && !now.After(s.last) {
+		return nil
+	}
+	s.last = now
+	l.hosts[host] = s
+	if !known {
+		l.maybePrune(now)
+	}
+	return nil
+}
+
 // Tracked returns how many hosts the pacer currently remembers.
 func (l *Local) Tracked() int {
 	l.mu.Lock()

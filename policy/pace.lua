@@ -1,7 +1,7 @@
 -- One pacing decision for one host, atomic on the server.
 --
 -- KEYS[1]  the host's hash: last (µs), esc (µs), esc_at (µs)
--- ARGV[1]  "reserve" or "refuse"
+-- ARGV[1]  "reserve", "refuse" or "sent"
 -- ARGV[2]  the host's floor
 -- ARGV[3]  reserve: the caller's maxWait; refuse: the Retry-After delay (0 if none)
 -- ARGV[4]  escalation first step   ARGV[5] escalation headroom above the floor
@@ -51,6 +51,16 @@ if mode == 'refuse' then
   redis.call('HSET', KEYS[1], 'last', int(last), 'esc', int(esc), 'esc_at', int(esc_at))
   expire(last, interval)
   return {1, 0, interval, esc, 0, now}
+end
+
+if mode == 'sent' then
+  -- A request left now: space the next one from here if that is later
+  -- than what its reservation recorded.
+  if last == nil or now > last then
+    redis.call('HSET', KEYS[1], 'last', int(now))
+    expire(now, interval)
+  end
+  return {1, 0, interval, esc, now - esc_at, now}
 end
 
 local wait = 0

@@ -40,6 +40,11 @@ type Pacer interface {
 	// Retry-After asked for (0 when absent, malformed or past). It returns the
 	// interval now in force.
 	Refused(ctx context.Context, host string, retryAfter time.Duration) (time.Duration, error)
+	// Sent records that a request to host actually left now. The next
+	// request is spaced from the later of its reservation and its
+	// departure, so a request that leaves late (a slow connect, a stalled
+	// process) never shortens the gap after it.
+	Sent(ctx context.Context, host string) error
 }
 
 // Both pacers implement Pacer, and the Table is a Floors source.

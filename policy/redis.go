@@ -185,6 +185,28 @@ func (r *Redis) Refused(ctx context.Context, host string, retryAfter time.Durati
 	return v.interval, nil
 }
 
+// Sent records that a request to host left now, on the server's clock (a
+// round trip later than the departure, which errs toward more spacing).
+// Errors are as for Reserve.
+func (r *Redis) Sent(ctx context.Context, host string) error {
+	host = strings.ToLower(host)
+	if host == "" {
+		return ErrEmptyHost
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := r.exec(ctx, host, "sent", 0); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.degrade(err)
+	} else {
+		r.recover()
+	}
+	return r.fallback.Sent(ctx, host)
+}
+
 // scriptResult is pace.lua's reply.
 type scriptResult struct {
 	ok        bool

@@ -250,7 +250,10 @@ func (s *Sink) publish(tmp, fp string, now time.Time) (created bool, err error) 
 			return false, fmt.Errorf("local: stat blob: %w", err)
 		}
 		if err := ensureDir(filepath.Dir(final)); err != nil {
-			return false, err
+			if !errors.Is(err, fs.ErrNotExist) || attempt >= 3 {
+				return false, err
+			}
+			continue // another process swept a level we just made
 		}
 		// The blob's retention clock starts when the store began, the time
 		// ExpiresAt is computed from.
