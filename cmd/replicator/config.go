@@ -71,6 +71,7 @@ type Config struct {
 
 	// The project's additions.
 	Concurrency int
+	MaxHeld     int // 0 means fetch.DefaultHeldPerRequest × Concurrency
 	AllowCIDRs  []netip.Prefix
 	MetricsAddr string // "" means no metrics server
 	Resolve     string // raw REPLICATOR_RESOLVE, already validated
@@ -217,6 +218,15 @@ var settings = []setting{
 	{name: "REPLICATOR_CONCURRENCY", def: "16",
 		help: "commands handled at once",
 		set:  positiveInt(func(c *Config) *int { return &c.Concurrency })},
+	{name: "REPLICATOR_MAX_HELD", def: "",
+		help: "commands held in memory at once (waiting, parked or in flight); reading stops when full",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				c.MaxHeld = 0
+				return nil
+			}
+			return positiveInt(func(c *Config) *int { return &c.MaxHeld })(c, v)
+		}},
 	{name: "REPLICATOR_ALLOW_CIDRS", def: "",
 		help: "CIDRs the destination guard lets through (private origins, tests)",
 		set: func(c *Config, v string) error {

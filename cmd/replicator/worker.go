@@ -52,8 +52,11 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			if def == "" {
 				def = `""`
 			}
-			if s.name == "REPLICATOR_CONSUMER_NAME" {
+			switch s.name {
+			case "REPLICATOR_CONSUMER_NAME":
 				def = "replicator@<hostname>"
+			case "REPLICATOR_MAX_HELD":
+				def = fmt.Sprintf("%d × REPLICATOR_CONCURRENCY", fetch.DefaultHeldPerRequest)
 			}
 			fmt.Fprintf(stderr, "  %s (default %s)\n      %s\n", s.name, def, s.help)
 		}
@@ -201,6 +204,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		MaxConsecutiveFailures: cfg.MaxConsecutiveCycleFailures,
 		DedupeTTL:              cfg.DedupeTTL,
 		Concurrency:            cfg.Concurrency,
+		MaxHeld:                cfg.MaxHeld,
 		Logger:                 log,
 		Registerer:             reg,
 	})
