@@ -258,7 +258,7 @@ func NewWorker(client rueidis.Client, handler *Handler, opts WorkerOptions) *Wor
 		w.now = time.Now
 	}
 	if w.sleep == nil {
-		w.sleep = sleepCtx
+		w.sleep = func(ctx context.Context, d time.Duration) error { return sleepFor(ctx, nil, d) }
 	}
 	if _, ok := slots.(noSlots); ok {
 		w.log.Warn("the handler's Fetcher has no Slots: requests are bounded only by MaxHeld",
@@ -498,17 +498,6 @@ func (w *Worker) drain() {
 	<-done
 }
 
-// sleepCtx waits d or until ctx ends, returning ctx.Err() then.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 func orString(v, def string) string {
 	if v == "" {

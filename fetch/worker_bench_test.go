@@ -18,7 +18,7 @@ import (
 // lifetime.
 func benchEnv(b *testing.B, client rueidis.Client, origin *testenv.Origin) *wenv {
 	b.Helper()
-	e := &wenv{t: b, client: client, origin: origin, logs: &syncBuffer{}, log: discard}
+	e := &wenv{t: b, client: client, origin: origin, logs: &testenv.LogBuffer{}, log: discard}
 	p := fmt.Sprintf("b%d", envSeq.Add(1))
 	e.stream, e.group, e.facts, e.dlq, e.prefix = p+":content.fetch", p+".fetch", p+":content.blobs", p+":content.fetch.dlq", p+":cmd:fetch:"
 	return e

@@ -1,7 +1,6 @@
 package fetch_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -61,24 +60,6 @@ var factOpts = cmp.Options{
 
 var discard = slog.New(slog.DiscardHandler)
 
-// syncBuffer is a log sink safe for the worker's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // backend is one kind of Redis the worker runs against.
 type backend struct {
 	name   string
@@ -111,7 +92,7 @@ type wenv struct {
 	t      testing.TB
 	client rueidis.Client
 	origin *testenv.Origin
-	logs   *syncBuffer
+	logs   *testenv.LogBuffer
 	log    *slog.Logger
 
 	stream, group, facts, dlq, prefix string
@@ -128,7 +109,7 @@ func newEnv(t *testing.T, client rueidis.Client, h http.Handler) *wenv {
 	t.Helper()
 	p := fmt.Sprintf("t%d-%s", envSeq.Add(1), nameSafe.ReplaceAllString(t.Name(), "-"))
 	e := &wenv{
-		t: t, client: client, logs: &syncBuffer{},
+		t: t, client: client, logs: &testenv.LogBuffer{},
 		stream: p + ":content.fetch", group: p + ".fetch", facts: p + ":content.blobs",
 		dlq: p + ":content.fetch.dlq", prefix: p + ":cmd:fetch:",
 	}

@@ -205,7 +205,7 @@ func TestReaderSurvivesRedisRestart(t *testing.T) {
 
 	srv.Stop()
 	deadline := time.Now().Add(10 * time.Second)
-	for logs.count("fetch policy read failed") == 0 {
+	for logs.Count("fetch policy read failed") == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no failed read logged with Redis down\n%s", logs)
 		}
@@ -237,7 +237,7 @@ func TestReaderSurvivesRedisRestart(t *testing.T) {
 	if d, ok := tab.Floor("a.test"); !ok || d != 5*time.Second {
 		t.Errorf("Floor(a.test) after the outage = %v, %v; want 5s kept", d, ok)
 	}
-	if logs.count("fetch policy reads recovered") != 1 {
+	if logs.Count("fetch policy reads recovered") != 1 {
 		t.Errorf("want one recovery line\n%s", logs)
 	}
 }

@@ -1,12 +1,10 @@
 package policy
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,29 +37,8 @@ func (d redisDecider) refused(_ time.Time, host string, retryAfter time.Duration
 	return d.Refused(context.Background(), host, retryAfter)
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger used from several
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) count(sub string) int { return strings.Count(s.String(), sub) }
-
-func testLogger() (*slog.Logger, *syncBuffer) {
-	buf := &syncBuffer{}
+func testLogger() (*slog.Logger, *testenv.LogBuffer) {
+	buf := &testenv.LogBuffer{}
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 
@@ -194,7 +171,7 @@ func TestRedisFallsBackToLocal(t *testing.T) {
 	if !p.Degraded() {
 		t.Error("Degraded() = false with Redis down")
 	}
-	if n := logs.count("level=WARN"); n != 1 {
+	if n := logs.Count("level=WARN"); n != 1 {
 		t.Errorf("WARN lines while degraded = %d; want exactly 1\n%s", n, logs)
 	}
 
@@ -212,10 +189,10 @@ func TestRedisFallsBackToLocal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := logs.count("level=INFO"); n != 1 {
+	if n := logs.Count("level=INFO"); n != 1 {
 		t.Errorf("INFO lines after recovery = %d; want exactly 1\n%s", n, logs)
 	}
-	if n := logs.count("level=WARN"); n != 1 {
+	if n := logs.Count("level=WARN"); n != 1 {
 		t.Errorf("WARN lines after recovery = %d; want still 1\n%s", n, logs)
 	}
 	// Decisions come from Redis again: its state was lost, so the first
@@ -263,7 +240,7 @@ func TestRedisClusterNodeOutage(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // the client refreshes its slot map between attempts
 	}
-	if n := logs.count("level=WARN"); n != 1 {
+	if n := logs.Count("level=WARN"); n != 1 {
 		t.Errorf("WARN lines = %d; want 1\n%s", n, logs)
 	}
 }

@@ -1,40 +1,21 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/replicator-go/replicator/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe to write from a process's output copier
-// while a test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // process is a long-running replicator (a worker) started by a test.
 type process struct {
 	cmd    *exec.Cmd
-	stdout syncBuffer
-	stderr syncBuffer
+	stdout testenv.LogBuffer
+	stderr testenv.LogBuffer
 	done   chan struct{}
 	code   int
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -174,38 +173,22 @@ func ClusterInfo(addr string) (map[string]string, error) {
 // doBulk sends one command and reads a bulk-string reply, which do (one
 // line) cannot.
 func doBulk(addr string, args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := io.WriteString(conn, b.String()); err != nil {
-		return "", err
-	}
-	r := bufio.NewReader(conn)
-	head, err := r.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	head = strings.TrimRight(head, "\r\n")
-	if !strings.HasPrefix(head, "$") {
-		return "", fmt.Errorf("testenv: %s: unexpected reply %q", args[0], head)
-	}
-	n, err := strconv.Atoi(head[1:])
-	if err != nil || n < 0 {
-		return "", fmt.Errorf("testenv: %s: unexpected reply %q", args[0], head)
-	}
-	buf := make([]byte, n+2)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return "", err
-	}
-	return string(buf[:n]), nil
+	return exchange(addr, args, func(r *bufio.Reader) (string, error) {
+		head, err := r.ReadString('\n')
+		if err != nil {
+			return "", err
+		}
+		head = strings.TrimRight(head, "\r\n")
+		n, err := strconv.Atoi(strings.TrimPrefix(head, "$"))
+		if !strings.HasPrefix(head, "$") || err != nil || n < 0 {
+			return "", fmt.Errorf("testenv: %s: unexpected reply %q", args[0], head)
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	})
 }
 
 func lastLines(s string, n int) string {

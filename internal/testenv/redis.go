@@ -182,6 +182,15 @@ func Ping(addr string) error {
 }
 
 func do(addr string, args ...string) (string, error) {
+	return exchange(addr, args, func(r *bufio.Reader) (string, error) {
+		line, err := r.ReadString('\n')
+		return strings.TrimRight(line, "\r\n"), err
+	})
+}
+
+// exchange sends one command in RESP on a fresh connection and reads the
+// reply with read.
+func exchange(addr string, args []string, read func(*bufio.Reader) (string, error)) (string, error) {
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return "", err
@@ -196,11 +205,7 @@ func do(addr string, args ...string) (string, error) {
 	if _, err := conn.Write([]byte(b.String())); err != nil {
 		return "", err
 	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimRight(line, "\r\n"), nil
+	return read(bufio.NewReader(conn))
 }
 
 // FreePort asks the kernel for a free TCP port on 127.0.0.1.
