@@ -498,7 +498,6 @@ func (w *Worker) drain() {
 	<-done
 }
 
-
 func orString(v, def string) string {
 	if v == "" {
 		return def
