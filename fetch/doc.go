@@ -1,0 +1,82 @@
+// Package fetch fetches untrusted URLs safely and politely and streams the
+// bodies into a content-addressed sink. It has three layers, each usable on
+// its own:
+//
+//   - Fetcher performs one guarded, paced GET, following redirects itself.
+//     Fetcher.Fetch is one attempt; Fetcher.Get adds what a library caller
+//     wants on top (retries with jittered backoff, a conditional cache,
+//     document kind detection).
+//   - Handler turns one decoded content_fetch command into exactly one
+//     Outcome: the fact to publish and the fate of the command.
+//   - Worker is the consume loop of the command stream on Redis: consumer
+//     group, reclaim, many commands at once, facts, dead letters, dedupe.
+//
+// # One fetch
+//
+// For every hop, redirects included, in this order and before anything
+// reaches the origin: the URL must be http or https with a host
+// (ErrNotFetchable); the destination guard judges the host and every
+// address it resolves to (guard.ErrRefused), and judges again, at dial time,
+// the exact address being connected; before the first request only, a sink
+// over its ceiling refuses the fetch (ErrStorageFull); the host's politeness
+// window is waited for (a wait longer than Options.MaxWait parks the
+// command: ErrParked). Up to Options.MaxRedirects redirects are followed
+// (10, so 11 requests in all); authorization, proxy-authorization and cookie
+// go only to hops on the requested URL's origin. A 2xx body streams into the
+// sink while it is hashed, up to Options.MaxBodyBytes counted after
+// transparent decompression (ErrTooLarge, nothing stored). A 429 or 503
+// escalates the host's spacing.
+//
+// # Classification
+//
+// Handler maps what happened onto the contract's outcomes:
+//
+//	refused headers or timeout_seconds      Permanent  invalid_request_options
+//	not http(s), no host, an 11th redirect  Permanent  not_fetchable
+//	a refused destination (any hop)         Permanent  destination_refused
+//	a body over the size limit              Permanent  too_large
+//	any other final status (412 included,   Permanent  http_status (+ status_code)
+//	  a 3xx without a usable Location)
+//	304                                     NotModified, fact not_modified
+//	2xx                                     Stored, fact blob_available
+//	5xx, 408, 429, network errors,          Transient  (no fact; retried through
+//	  timeouts, a failed or full store,                 the stream's reclaim)
+//	  parked for politeness
+//	a panic                                 Unclassified (handler_error at the
+//	                                                    delivery ceiling)
+//
+// # The Worker's fates
+//
+// Stored: the bytes are already stored; publish blob_available, set the
+// dedupe key, ack. NotModified: publish fetch_failed/not_modified, set the
+// dedupe key, ack, no dead letter. Permanent: publish the terminal
+// fetch_failed, then dead-letter (copy to the DLQ stream, ack). Transient:
+// publish nothing and leave the entry pending for XAUTOCLAIM. A crash
+// anywhere may repeat a fact, never announce unstored bytes. Frames that do
+// not decode, foreign payloads and blank command_ids are dead-lettered with
+// no fact; a command_id seen within the dedupe window is acked and dropped.
+//
+// Broker trouble is the loop's, not the message's: failed cycles back off,
+// and after WorkerOptions.MaxConsecutiveFailures Run returns
+// ErrBrokerUnavailable so a supervisor restarts the process. Cancelling
+// Run's context stops reading, leaves parked commands pending and lets
+// in-flight fetches finish for up to WorkerOptions.DrainTimeout.
+//
+// # Errors and logs
+//
+// Errors wrap the package's sentinels (and guard's and sink's) with detail;
+// check them with errors.Is and errors.As, and use Retryable to decide
+// whether another attempt may help. No error, log line or fact detail ever
+// carries a header value, and URLs are logged with their userinfo redacted.
+//
+// # Metrics
+//
+// With WorkerOptions.Registerer set, a Worker exports
+// replicator_commands_total{outcome,reason},
+// replicator_fetch_duration_seconds{outcome}, replicator_stored_bytes_total,
+// replicator_pacing_wait_seconds, replicator_handlers_busy,
+// replicator_reclaimed_total, replicator_dlq_writes_total{reason},
+// replicator_broker_failures_total{op}, replicator_cycle_failures_total,
+// replicator_held_commands, replicator_parked_commands and
+// replicator_requests_in_flight.
+package fetch
