@@ -1,0 +1,207 @@
+//go:build linux
+
+// Command replicator-bench measures the replicator worker against the
+// quality bars of DESIGN.md and runs its crash and hostile-origin suites.
+//
+// It starts a private redis-server (or uses a Redis database it may flush),
+// serves a loopback origin that answers for many host names (the worker
+// reaches them through REPLICATOR_RESOLVE), builds the worker binary once,
+// loads commands, runs one or more `replicator worker` processes and
+// reports what it saw: commands per second, latency from publish to fact,
+// the worker's peak RSS (VmHWM from /proc), the smallest gap between two
+// requests to one host as the origin saw them, and duplicates.
+//
+// Usage:
+//
+//	replicator-bench [flags] MODE...
+//
+// Run `replicator-bench --help` for the modes and flags. BENCHMARKS.md at
+// the repository root records the figures and the commands that produced
+// them. Every load is bounded in count and time; all traffic stays on
+// 127.0.0.0/8. It runs on Linux only: it reads /proc and the kernel's
+// receive timestamps.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/replicator-go/replicator/internal/testenv"
+)
+
+// mode is one measurement the bench can run.
+type mode struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, b *bench) error
+}
+
+func modes() []mode {
+	return []mode{
+		{"throughput", "commands/s of the serial worker (REPLICATOR_CONCURRENCY=1, REPLICATOR_MAX_HELD=1),\n" +
+			"the worker at its default concurrency, 3 workers, and a bare loop (read, GET, ack)\n" +
+			"as the ceiling, in one run; -commands (20000) over -hosts (1000), -body-size (1024),\n" +
+			"spacing 0; ratios default/serial and default/bare", runThroughput},
+		{"latency", "one command at a time on an idle worker: XADD to the fact being readable,\n" +
+			"-samples (200) times; p50, p90, p99", runLatency},
+		{"memory", "16 concurrent fetches of 64 MiB bodies into the local sink and into the gcs sink\n" +
+			"(fake-gcs-server in a child process, not counted); the worker's peak RSS", runMemory},
+		{"politeness", "backlogged hosts with 0.2 s, 0.5 s and 1 s intervals (published policies and the\n" +
+			"default floor), with 1 and then 3 workers: every gap at the origin against its\n" +
+			"interval, and each host's rate against 1/interval", runPoliteness},
+		{"fairness", "1000 commands queued for one slow host (1 s interval, 1 s responses); the time\n" +
+			"from XADD to fact of commands for other hosts, -samples probes (5)", runFairness},
+		{"crash", "3 workers over -commands (10000) published over time; -kills (10) kill -9 of a random\n" +
+			"worker at random moments, each restarted; then every command must end with a fact\n" +
+			"or a dead letter, every blob_available must name stored bytes with its sha256;\n" +
+			"duplicates and silent rows are counted", runCrash},
+		{"hostile", "-commands (1000) over origins that trickle, hang, redirect in loops, send gzip\n" +
+			"bombs, 100 MB bodies, malformed responses and 429 storms, mixed with healthy ones:\n" +
+			"peak RSS under 128 MiB, no gap under a host's interval, every healthy command done", runHostile},
+	}
+}
+
+const usageText = `replicator-bench measures the replicator worker (see BENCHMARKS.md).
+
+Usage: replicator-bench [flags] MODE...
+
+MODE is one or more of the modes below, or "all" for every one in this
+order. Each mode starts from an empty Redis database and a fresh origin,
+runs -runs times, prints each run's figures and, with -runs > 1, the
+medians. The exit status is 1 when a mode fails to run or misses a bar it
+checks, 2 for usage errors.
+
+Modes:
+`
+
+// options are the command-line settings shared by every mode. Zero means
+// the mode's own default.
+type options struct {
+	redisURL    string
+	workerBin   string
+	scratch     string
+	keep        bool
+	runs        int
+	commands    int
+	hosts       int
+	bodySize    int
+	samples     int
+	kills       int
+	concurrency int
+	only        string
+	timeout     time.Duration
+	verbose     bool
+}
+
+func main() {
+	// The bench re-executes itself for the parts that must not share its
+	// memory: the bare loop and the fake GCS server.
+	testenv.ServeGCSChild()
+	if os.Getenv(bareChildEnv) != "" {
+		os.Exit(bareChild(os.Stdout, os.Stderr))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o options
+	fs := flag.NewFlagSet("replicator-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.redisURL, "redis-url", "", "use this Redis `URL` instead of a private redis-server; its database is FLUSHED before every run")
+	fs.StringVar(&o.workerBin, "worker", "", "prebuilt replicator `binary` (default: go build ./cmd/replicator, without -race, into the scratch dir)")
+	fs.StringVar(&o.scratch, "scratch", "", "working `dir` for blobs and logs (default a new dir under /dev/shm, so blobs are on tmpfs)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the scratch dir (worker logs, blobs) instead of removing it")
+	fs.IntVar(&o.runs, "runs", 1, "repeat each mode `n` times and report the medians")
+	fs.IntVar(&o.commands, "commands", 0, "commands per run (default per mode: throughput 20000, crash 10000, hostile 1000)")
+	fs.IntVar(&o.hosts, "hosts", 0, "hosts the commands are spread over (default per mode: throughput 1000, crash 100)")
+	fs.IntVar(&o.bodySize, "body-size", 1024, "throughput: body `bytes` of each healthy response")
+	fs.IntVar(&o.samples, "samples", 0, "latency: commands measured one at a time (default 200); fairness: probes (default 5)")
+	fs.IntVar(&o.kills, "kills", 10, "crash: kill -9 of a random worker, at least this many")
+	fs.IntVar(&o.concurrency, "concurrency", 0, "REPLICATOR_CONCURRENCY of the non-serial workers and GETs in flight in the bare loop (default the worker's, 16)")
+	fs.StringVar(&o.only, "only", "", "throughput: comma-separated subset of serial,default,fleet,bare")
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "bound on one run of one mode")
+	fs.BoolVar(&o.verbose, "v", false, "progress lines on stderr")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageText)
+		for _, m := range modes() {
+			fmt.Fprintf(stderr, "  %s\n", m.name)
+			for line := range strings.SplitSeq(m.summary, "\n") {
+				fmt.Fprintf(stderr, "      %s\n", line)
+			}
+		}
+		fmt.Fprintln(stderr, "\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		fmt.Fprintln(stderr, "\nreplicator-bench: name at least one mode")
+		return 2
+	}
+	if o.runs < 1 || o.commands < 0 || o.hosts < 0 || o.bodySize < 0 || o.samples < 0 || o.kills < 0 || o.concurrency < 0 {
+		fmt.Fprintln(stderr, "replicator-bench: -runs must be at least 1 and counts not negative")
+		return 2
+	}
+	var selected []mode
+	for _, name := range fs.Args() {
+		if name == "all" {
+			selected = append(selected, modes()...)
+			continue
+		}
+		found := false
+		for _, m := range modes() {
+			if m.name == name {
+				selected = append(selected, m)
+				found = true
+			}
+		}
+		if !found {
+			fmt.Fprintf(stderr, "replicator-bench: unknown mode %q (run with --help for the list)\n", name)
+			return 2
+		}
+	}
+	if o.only != "" {
+		for v := range strings.SplitSeq(o.only, ",") {
+			if !validVariant(v) {
+				fmt.Fprintf(stderr, "replicator-bench: -only: unknown variant %q (want serial, default, fleet or bare)\n", v)
+				return 2
+			}
+		}
+	}
+
+	b, err := newBench(ctx, o, stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "replicator-bench: %v\n", err)
+		return 1
+	}
+	defer b.close()
+	b.printMachine()
+	code := 0
+	for _, m := range selected {
+		if ctx.Err() != nil {
+			return 1
+		}
+		fmt.Fprintf(stdout, "\n== %s ==\n", m.name)
+		if err := m.run(ctx, b); err != nil {
+			fmt.Fprintf(stdout, "%s: FAILED: %v\n", m.name, err)
+			code = 1
+		}
+	}
+	return code
+}

@@ -1,0 +1,284 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/replicator-go/replicator/fetch"
+)
+
+// The throughput variants, in the order they run.
+var throughputVariants = []string{"serial", "default", "fleet", "bare"}
+
+func validVariant(v string) bool { return slices.Contains(throughputVariants, v) }
+
+// tpResult is one variant's figures in one run.
+type tpResult struct {
+	variant    string
+	commands   int
+	perSec     float64       // first to last completion
+	wall       time.Duration // process start to last completion
+	p50, p90   time.Duration // publish to fact (queueing included: the load is queued first)
+	p99        time.Duration
+	peakRSS    int64
+	minGap     time.Duration
+	duplicates int // facts beyond one per command
+	refetches  int // origin requests beyond one per path
+	conns      int // connections the origin accepted
+	errors     int // bare loop: failed GETs
+	// CPU seconds spent during the run by the measured process(es), Redis
+	// and the bench itself (mostly the origin).
+	cpuWorker, cpuRedis, cpuBench float64
+}
+
+func (b *bench) throughputVariants() []string {
+	if b.o.only == "" {
+		return throughputVariants
+	}
+	var out []string
+	for _, v := range throughputVariants {
+		if slices.Contains(strings.Split(b.o.only, ","), v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func runThroughput(ctx context.Context, b *bench) error {
+	n := orInt(b.o.commands, 20000)
+	h := orInt(b.o.hosts, 1000)
+	conc := orInt(b.o.concurrency, fetch.DefaultConcurrency)
+	fmt.Fprintf(b.out, "%d commands over %d hosts, %d-byte bodies, spacing 0, blobs on %s; concurrency %d (serial: 1, held 1)\n",
+		n, h, b.o.bodySize, b.dir, conc)
+	fmt.Fprintf(b.out, "latency is publish to fact with the whole load queued first, so it includes queueing\n")
+	variants := b.throughputVariants()
+	all := map[string][]tpResult{}
+	ratios := map[string][]float64{}
+	for run := 1; run <= b.o.runs; run++ {
+		fmt.Fprintf(b.out, "run %d:\n", run)
+		got := map[string]tpResult{}
+		for _, v := range variants {
+			r, err := b.throughputOnce(ctx, v, run, n, h, conc)
+			if err != nil {
+				return fmt.Errorf("%s, run %d: %w", v, run, err)
+			}
+			got[v] = r
+			all[v] = append(all[v], r)
+			printTP(b, r)
+		}
+		if d, ok := got["default"]; ok {
+			for _, base := range []string{"serial", "bare"} {
+				if r, ok := got[base]; ok && r.perSec > 0 {
+					ratio := d.perSec / r.perSec
+					ratios[base] = append(ratios[base], ratio)
+					fmt.Fprintf(b.out, "  ratio default/%s = %.2f\n", base, ratio)
+				}
+			}
+		}
+	}
+	if b.o.runs > 1 {
+		fmt.Fprintf(b.out, "medians of %d runs:\n", b.o.runs)
+		for _, v := range variants {
+			rs := all[v]
+			fmt.Fprintf(b.out, "  %-8s %8.0f commands/s  p50 %s  peak RSS %s\n", v,
+				median(mapf(rs, func(r tpResult) float64 { return r.perSec })),
+				ms(time.Duration(median(mapf(rs, func(r tpResult) float64 { return float64(r.p50) })))),
+				mib(int64(median(mapf(rs, func(r tpResult) float64 { return float64(r.peakRSS) })))))
+		}
+	}
+	var misses []string
+	if rs := ratios["serial"]; len(rs) > 0 {
+		m := median(rs)
+		fmt.Fprintf(b.out, "bar: default ≥ 5× serial: median ratio %.2f (runs %s) %s\n", m, floats(rs), verdict(m >= 5))
+		if m < 5 {
+			misses = append(misses, fmt.Sprintf("default/serial %.2f < 5", m))
+		}
+	}
+	if rs := ratios["bare"]; len(rs) > 0 {
+		m := median(rs)
+		fmt.Fprintf(b.out, "bar: default ≥ 60%% of the bare loop: median ratio %.2f (runs %s) %s\n", m, floats(rs), verdict(m >= 0.6))
+		if m < 0.6 {
+			misses = append(misses, fmt.Sprintf("default/bare %.2f < 0.60", m))
+		}
+	}
+	if len(misses) > 0 {
+		return fmt.Errorf("bar missed: %s", strings.Join(misses, "; "))
+	}
+	return nil
+}
+
+func printTP(b *bench, r tpResult) {
+	gap := "-"
+	if r.minGap >= 0 {
+		gap = ms(r.minGap)
+	}
+	extra := ""
+	if r.errors > 0 {
+		extra = fmt.Sprintf("  GET errors %d", r.errors)
+	}
+	fmt.Fprintf(b.out, "  %-8s %6d cmds %8.0f commands/s  wall %6.2fs  latency p50 %s p90 %s p99 %s  peak RSS %s  min gap/host %s  duplicates %d  re-fetches %d  connections %d  CPU s: measured %.2f redis %.2f bench %.2f%s\n",
+		r.variant, r.commands, r.perSec, r.wall.Seconds(), ms(r.p50), ms(r.p90), ms(r.p99), mib(r.peakRSS), gap, r.duplicates, r.refetches, r.conns,
+		r.cpuWorker, r.cpuRedis, r.cpuBench, extra)
+}
+
+// throughputOnce runs one variant over a freshly queued load.
+func (b *bench) throughputOnce(ctx context.Context, variant string, run, n, h, conc int) (tpResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+	defer cancel()
+	if err := b.reset(ctx); err != nil {
+		return tpResult{}, err
+	}
+	if err := createGroup(ctx, b.client); err != nil {
+		return tpResult{}, err
+	}
+	o, err := startOrigin(fixedBody(b.o.bodySize), false)
+	if err != nil {
+		return tpResult{}, err
+	}
+	defer o.close()
+	hosts := hostNames("tp", h)
+	cmds := make([]*command, n)
+	for i := range cmds {
+		cmds[i] = &command{id: fmt.Sprintf("tp-%s-%d-%06d", variant, run, i), url: o.url(hosts[i%h], fmt.Sprintf("/c/%06d", i))}
+	}
+	if err := publish(ctx, b.client, cmds); err != nil {
+		return tpResult{}, err
+	}
+	b.progress("throughput %s run %d: %d commands queued", variant, run, n)
+	entryMs := make(map[string]int64, n)
+	for _, c := range cmds {
+		entryMs[c.id] = entryMillis(c.entry)
+	}
+	res := tpResult{variant: variant, commands: n}
+	b.resetRedisStats(ctx)
+	redis0, bench0 := b.redisCPU(ctx), selfCPU()
+	blobs := filepath.Join(b.dir, "blobs-"+variant)
+	defer os.RemoveAll(blobs)
+
+	if variant == "bare" {
+		sum, wall, err := b.runBare(ctx, o, n, conc)
+		if err != nil {
+			return tpResult{}, err
+		}
+		res.wall = wall
+		res.perSec = float64(sum.Done-1) / (float64(sum.LastNs-sum.FirstNs) / 1e9)
+		lat := make([]time.Duration, len(sum.LatencyUs))
+		for i, us := range sum.LatencyUs {
+			lat[i] = time.Duration(us) * time.Microsecond
+		}
+		res.p50, res.p90, res.p99, _ = latencies(lat)
+		res.peakRSS = sum.PeakRSS
+		res.errors = sum.Errors
+		res.cpuWorker = sum.cpu
+	} else {
+		env := b.workerEnv(resolveEnv(hosts), "REPLICATOR_MIN_HOST_INTERVAL_SECONDS=0")
+		count := 1
+		switch variant {
+		case "serial":
+			env = append(env, "REPLICATOR_CONCURRENCY=1", "REPLICATOR_MAX_HELD=1")
+		case "fleet":
+			count = 3
+		}
+		start := time.Now()
+		var ws workers
+		defer func() { ws.killAll() }()
+		for i := range count {
+			w, err := b.startWorker(fmt.Sprintf("tp-%s-%d", variant, i), append(slices.Clone(env), "REPLICATOR_BLOB_DIR="+filepath.Join(blobs, strconv.Itoa(i))))
+			if err != nil {
+				return tpResult{}, err
+			}
+			ws = append(ws, w)
+		}
+		oc := newOutcomes()
+		// Cheap polling while the load runs, so the bench takes little CPU
+		// from the worker; facts are read and decoded afterwards.
+		err := waitUntil(ctx, b.o.timeout, 20*time.Millisecond, func() (bool, error) {
+			for _, w := range ws {
+				if w.exited() {
+					return false, fmt.Errorf("worker %s exited: %v: %s", w.name, w.err, w.tail(600))
+				}
+			}
+			l, err := streamLen(ctx, b.client, streamFacts)
+			if err != nil || l < int64(n) {
+				return false, err
+			}
+			if err := oc.poll(ctx, b.client); err != nil {
+				return false, err
+			}
+			return len(oc.facts) >= n, nil
+		})
+		if err != nil {
+			return tpResult{}, err
+		}
+		res.wall = time.Since(start)
+		res.peakRSS = ws.peakRSS()
+		if err := ws.stopAll(30 * time.Second); err != nil {
+			return tpResult{}, err
+		}
+		res.cpuWorker = ws.cpu()
+		var first, last int64
+		lat := make([]time.Duration, 0, n)
+		for id, fs := range oc.facts {
+			if fs[0].event != "blob_available" {
+				return tpResult{}, fmt.Errorf("command %s ended %s %s", id, fs[0].event, fs[0].reason)
+			}
+			at := entryMillis(fs[0].entry)
+			if first == 0 || at < first {
+				first = at
+			}
+			last = max(last, at)
+			lat = append(lat, time.Duration(at-entryMs[id])*time.Millisecond)
+		}
+		res.perSec = float64(n-1) / (float64(last-first) / 1e3)
+		res.p50, res.p90, res.p99, _ = latencies(lat)
+		res.duplicates = oc.duplicateFacts()
+	}
+	res.cpuRedis, res.cpuBench = b.redisCPU(ctx)-redis0, selfCPU()-bench0
+	if b.o.verbose {
+		for _, line := range b.redisCommandStats(ctx) {
+			b.progress("  redis %s: %s", variant, line)
+		}
+	}
+	st := o.stats()
+	res.minGap, res.refetches, res.conns = st.minGap, st.refetches, st.conns
+	return res, nil
+}
+
+// runBare runs the bare loop in a child process and returns its summary.
+func (b *bench) runBare(ctx context.Context, o *origin, n, conc int) (*bareSummary, time.Duration, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, 0, err
+	}
+	cmd := exec.CommandContext(ctx, self)
+	cmd.Env = append(cleanEnv(), fmt.Sprintf("%s=%s %s %d %d", bareChildEnv, b.url, "127.0.0.1:"+o.port, n, conc))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return nil, 0, fmt.Errorf("bare loop: %v: %s", err, stderr.String())
+	}
+	wall := time.Since(start)
+	var sum bareSummary
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		return nil, 0, fmt.Errorf("bare loop summary: %w", err)
+	}
+	sum.cpu = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+	if sum.Done < 2 || sum.LastNs <= sum.FirstNs {
+		return nil, 0, fmt.Errorf("bare loop acked %d commands", sum.Done)
+	}
+	return &sum, wall, nil
+}
