@@ -274,6 +274,9 @@ func (b *bench) hostileOnce(ctx context.Context, run, n int) (*hostileResult, er
 		return nil, err
 	}
 	res.unstamped = o.stats().unstamped
+	for _, p := range o.closePairs(hostileInterval) {
+		fmt.Fprintf(b.out, "  gap under the interval: %s\n", p)
+	}
 	for i, k := range kinds {
 		row := hostileRow{kind: k, commands: count[i], outcomes: map[string]int{}, minGap: -1, minAfterRefusal: -1}
 		for _, h := range hostsOf[k.name] {
@@ -281,15 +284,6 @@ func (b *bench) hostileOnce(ctx context.Context, run, n int) (*hostileResult, er
 			row.requests += l.n
 			if l.minGap >= 0 && (row.minGap < 0 || l.minGap < row.minGap) {
 				row.minGap = l.minGap
-			}
-			if l.minGap >= 0 && l.minGap < hostileInterval {
-				for i := 1; i < len(l.arrivals); i++ {
-					a, p := l.arrivals[i], l.arrivals[i-1]
-					if a.at.Sub(p.at) < hostileInterval {
-						b.progress("hostile: %s: %s from %s (kernel stamp %v) then %s from %s (kernel stamp %v), %s apart (handlers %s apart)", h,
-							p.path, p.remote, p.kernel, a.path, a.remote, a.kernel, a.at.Sub(p.at), a.handled.Sub(p.handled))
-					}
-				}
 			}
 			if l.minGapRefused >= 0 && (row.minAfterRefusal < 0 || l.minGapRefused < row.minAfterRefusal) {
 				row.minAfterRefusal = l.minGapRefused

@@ -97,6 +97,7 @@ type options struct {
 	kills       int
 	concurrency int
 	only        string
+	interval    time.Duration
 	timeout     time.Duration
 	verbose     bool
 }
@@ -130,6 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.kills, "kills", 10, "crash: kill -9 of a random worker, at least this many")
 	fs.IntVar(&o.concurrency, "concurrency", 0, "REPLICATOR_CONCURRENCY of the non-serial workers and GETs in flight in the bare loop (default the worker's, 16)")
 	fs.StringVar(&o.only, "only", "", "throughput: comma-separated subset of serial,default,fleet,bare")
+	fs.DurationVar(&o.interval, "interval", 0, "throughput: spacing of every host (REPLICATOR_MIN_HOST_INTERVAL_SECONDS); the bars use 0")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "bound on one run of one mode")
 	fs.BoolVar(&o.verbose, "v", false, "progress lines on stderr")
 	fs.Usage = func() {

@@ -188,11 +188,18 @@ func (w *statusWriter) Flush() {
 	}
 }
 
+// Hijack hands over the plain *net.TCPConn under the timestamping
+// wrapper: handlers that write raw responses use its CloseWrite.
 func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	if h, ok := w.ResponseWriter.(http.Hijacker); ok {
-		return h.Hijack()
+	h, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("hijacking not supported")
 	}
-	return nil, nil, errors.New("hijacking not supported")
+	c, rw, err := h.Hijack()
+	if sc, ok := c.(*stampConn); ok {
+		return sc.TCPConn, rw, err
+	}
+	return c, rw, err
 }
 
 // originStats summarizes the origin's view.
@@ -240,6 +247,26 @@ func (o *origin) host(host string) hostLog {
 	c := *l
 	c.arrivals = slices.Clone(l.arrivals)
 	return c
+}
+
+// closePairs lists, for hosts whose arrivals were kept, every two
+// consecutive requests less than interval apart: the evidence behind a
+// short minimum gap.
+func (o *origin) closePairs(interval time.Duration) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []string
+	for host, l := range o.hosts {
+		for i := 1; i < len(l.arrivals); i++ {
+			a, p := l.arrivals[i], l.arrivals[i-1]
+			if gap := a.at.Sub(p.at); gap < interval {
+				out = append(out, fmt.Sprintf("%s: %s from %s then %s from %s, %s apart (kernel stamps %v/%v; handlers %s apart)",
+					host, p.path, p.remote, a.path, a.remote, gap, p.kernel, a.kernel, a.handled.Sub(p.handled)))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // resolveEnv is REPLICATOR_RESOLVE mapping every host to 127.0.0.1.

@@ -60,8 +60,8 @@ func runThroughput(ctx context.Context, b *bench) error {
 	n := orInt(b.o.commands, 20000)
 	h := orInt(b.o.hosts, 1000)
 	conc := orInt(b.o.concurrency, fetch.DefaultConcurrency)
-	fmt.Fprintf(b.out, "%d commands over %d hosts, %d-byte bodies, spacing 0, blobs on %s; concurrency %d (serial: 1, held 1)\n",
-		n, h, b.o.bodySize, b.dir, conc)
+	fmt.Fprintf(b.out, "%d commands over %d hosts, %d-byte bodies, spacing %s, blobs on %s; concurrency %d (serial: 1, held 1)\n",
+		n, h, b.o.bodySize, b.o.interval, b.dir, conc)
 	fmt.Fprintf(b.out, "latency is publish to fact with the whole load queued first, so it includes queueing\n")
 	variants := b.throughputVariants()
 	all := map[string][]tpResult{}
@@ -143,7 +143,7 @@ func (b *bench) throughputOnce(ctx context.Context, variant string, run, n, h, c
 	if err := createGroup(ctx, b.client); err != nil {
 		return tpResult{}, err
 	}
-	o, err := startOrigin(fixedBody(b.o.bodySize), false)
+	o, err := startOrigin(fixedBody(b.o.bodySize), b.o.interval > 0)
 	if err != nil {
 		return tpResult{}, err
 	}
@@ -183,7 +183,7 @@ func (b *bench) throughputOnce(ctx context.Context, variant string, run, n, h, c
 		res.errors = sum.Errors
 		res.cpuWorker = sum.cpu
 	} else {
-		env := b.workerEnv(resolveEnv(hosts), "REPLICATOR_MIN_HOST_INTERVAL_SECONDS=0")
+		env := b.workerEnv(resolveEnv(hosts), "REPLICATOR_MIN_HOST_INTERVAL_SECONDS="+strconv.FormatFloat(b.o.interval.Seconds(), 'f', -1, 64))
 		count := 1
 		switch variant {
 		case "serial":
@@ -253,6 +253,9 @@ func (b *bench) throughputOnce(ctx context.Context, variant string, run, n, h, c
 	}
 	st := o.stats()
 	res.minGap, res.refetches, res.conns = st.minGap, st.refetches, st.conns
+	for _, p := range o.closePairs(b.o.interval) {
+		fmt.Fprintf(b.out, "  %s: gap under the interval: %s\n", variant, p)
+	}
 	return res, nil
 }
 
