@@ -45,6 +45,7 @@ type hostLog struct {
 	// scheduling delays in the origin process can shorten.
 	minGapHandler time.Duration
 	lastHandled   time.Time
+	recent        [8]time.Time // the latest kernel stamps, a ring
 	// lastStatus is the status of the latest answered request; a request
 	// arriving after a 429 or 503 is timed separately.
 	lastStatus     int
@@ -118,11 +119,18 @@ func (o *origin) record(h http.Handler, keepArrivals bool) http.Handler {
 			o.unstamped++
 		}
 		if l.n > 0 {
-			gap := now.Sub(l.last)
-			if l.minGap < 0 || gap < l.minGap {
-				l.minGap = gap
+			// Two requests can reach the socket in one order and the
+			// handlers in the other; the recent stamps catch that.
+			for _, t := range l.recent {
+				if gap := absDuration(now.Sub(t)); !t.IsZero() && (l.minGap < 0 || gap < l.minGap) {
+					l.minGap = gap
+				}
 			}
-			if hg := handled.Sub(l.lastHandled); l.minGapHandler < 0 || hg < l.minGapHandler {
+			if now.Before(l.first) {
+				l.first = now
+			}
+			gap := absDuration(now.Sub(l.last))
+			if hg := absDuration(handled.Sub(l.lastHandled)); l.minGapHandler < 0 || hg < l.minGapHandler {
 				l.minGapHandler = hg
 			}
 			if l.lastStatus == http.StatusTooManyRequests || l.lastStatus == http.StatusServiceUnavailable {
@@ -133,8 +141,12 @@ func (o *origin) record(h http.Handler, keepArrivals bool) http.Handler {
 		} else {
 			l.first = now
 		}
+		l.recent[l.n%len(l.recent)] = now
 		l.n++
-		l.last, l.lastHandled = now, handled
+		if now.After(l.last) {
+			l.last = now
+		}
+		l.lastHandled = handled
 		l.lastStatus = 0
 		if l.keepArrivals {
 			l.arrivals = append(l.arrivals, arrivalRec{at: now, handled: handled, path: r.URL.Path, remote: r.RemoteAddr, kernel: kernel})
@@ -150,6 +162,13 @@ func (o *origin) record(h http.Handler, keepArrivals bool) http.Handler {
 			o.mu.Unlock()
 		}
 	})
+}
+
+func absDuration(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
 }
 
 // arrivalRec is one request as the origin saw it.
@@ -257,10 +276,12 @@ func (o *origin) closePairs(interval time.Duration) []string {
 	defer o.mu.Unlock()
 	var out []string
 	for host, l := range o.hosts {
-		for i := 1; i < len(l.arrivals); i++ {
-			a, p := l.arrivals[i], l.arrivals[i-1]
+		arr := slices.Clone(l.arrivals)
+		slices.SortStableFunc(arr, func(a, b arrivalRec) int { return a.at.Compare(b.at) })
+		for i := 1; i < len(arr); i++ {
+			a, p := arr[i], arr[i-1]
 			if gap := a.at.Sub(p.at); gap < interval {
-				out = append(out, fmt.Sprintf("%s: %s from %s then %s from %s, %s apart (kernel stamps %v/%v; handlers %s apart)",
+				out = append(out, fmt.Sprintf("%s: %s from %s then %s from %s, %s apart (kernel stamps %v/%v; handlers %s apart, in that order or not)",
 					host, p.path, p.remote, a.path, a.remote, gap, p.kernel, a.kernel, a.handled.Sub(p.handled)))
 			}
 		}
