@@ -238,9 +238,9 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 		if err != nil {
 			return nil, f.ioError(ctx, fetchCtx, nil, current, err)
 		}
-		hopCtx := fetchCtx
+		hopCtx, departed := fetchCtx, func() {}
 		if spaced {
-			hopCtx = f.departureTrace(fetchCtx, host)
+			hopCtx, departed = f.departureTrace(fetchCtx, host)
 		}
 		header := f.hopHeader(req.Headers, originOf(current) == origin)
 		if hop == 0 {
@@ -249,6 +249,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 			}
 		}
 		resp, wd, err := f.send(hopCtx, current, header, timeout)
+		departed()
 		res.Requests++
 		if err != nil {
 			f.slots.Release()

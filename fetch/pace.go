@@ -3,6 +3,7 @@ package fetch
 import (
 	"context"
 	"net/http/httptrace"
+	"sync"
 	"time"
 )
 
@@ -81,22 +82,28 @@ func (f *Fetcher) admit(ctx context.Context, host string) (paced time.Duration, 
 	}
 }
 
-// departureTrace records the request's departure with the pacer once its
-// headers are on the wire: a connect or TLS handshake can take long
-// enough to matter, and the origin measures spacing between arrivals.
-func (f *Fetcher) departureTrace(ctx context.Context, host string) context.Context {
+// departureTrace reports the request's departure to the pacer once its
+// headers are on the wire: a connect or TLS handshake can take long enough
+// to matter, and the origin measures spacing between arrivals. The pacer
+// holds the host until it hears, so done must be called once the request
+// is over: if the request never left (a failed dial, a cancellation) it
+// reports the abandonment instead.
+func (f *Fetcher) departureTrace(ctx context.Context, host string) (_ context.Context, done func()) {
 	detached := context.WithoutCancel(ctx)
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteHeaders: func() {
-			// Not inline: the hook runs on the connection's write loop, and
-			// a fleet pacer answers over the network.
-			go func() {
-				if err := f.pacer.Sent(detached, host); err != nil {
-					f.log.Debug("pacer did not record a departure", "host", host, "error", err)
-				}
-			}()
-		},
+	var once sync.Once
+	report := func() {
+		once.Do(func() {
+			if err := f.pacer.Sent(detached, host); err != nil {
+				f.log.Debug("pacer did not record a departure", "host", host, "error", err)
+			}
+		})
+	}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		// Not inline: the hook runs on the connection's write loop, and a
+		// fleet pacer answers over the network.
+		WroteHeaders: func() { go report() },
 	})
+	return ctx, report
 }
 
 // sleepFor waits d, returning early with ErrStopping when stop closes or

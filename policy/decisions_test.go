@@ -16,6 +16,7 @@ const (
 	opRefused = "refused"
 	opPublish = "publish" // publish host's floor on the case's Table
 	opRevoke  = "revoke"  // revoke host's floor
+	opSent    = "sent"    // a granted request reports leaving (or being abandoned)
 )
 
 type step struct {
@@ -31,6 +32,9 @@ type step struct {
 
 	want Reservation   // for opReserve
 	wait time.Duration // for opRefused: the interval it returns
+	// holdLease leaves a granted request unreported (opReserve): it has
+	// not left yet, or its process died.
+	holdLease bool
 }
 
 type decisionCase struct {
@@ -65,11 +69,61 @@ func reserve(at time.Duration, host string, maxWait time.Duration, wait time.Dur
 	return step{op: opReserve, at: at, host: host, maxWait: maxWait, want: Reservation{Wait: wait, OK: ok, Interval: interval}}
 }
 
+// held is a reservation whose request has not reported leaving yet.
+func held(at time.Duration, host string, maxWait time.Duration, wait time.Duration, ok bool, interval time.Duration) step {
+	s := reserve(at, host, maxWait, wait, ok, interval)
+	s.holdLease = true
+	return s
+}
+
+func sent(at time.Duration, host string) step { return step{op: opSent, at: at, host: host} }
+
 func refused(at time.Duration, host, retryAfter string, interval time.Duration) step {
 	return step{op: opRefused, at: at, host: host, retryAfter: retryAfter, wait: interval}
 }
 
 var decisionCases = []decisionCase{
+	{
+		name: "a granted request holds its host until it reports leaving",
+		steps: []step{
+			held(0, "a.test", long, 0, true, time.Second),
+			reserve(0, "a.test", long, time.Second, false, time.Second),
+			reserve(0, "b.test", long, 0, true, time.Second),
+		},
+	},
+	{
+		name: "a request abandoned before leaving releases its host",
+		steps: []step{
+			held(0, "a.test", long, 0, true, time.Second),
+			sent(0, "a.test"),
+			reserve(0, "a.test", long, time.Second, true, time.Second),
+		},
+	},
+	{
+		name: "the next slot counts from a late departure",
+		steps: []step{
+			held(0, "a.test", long, 0, true, time.Second),
+			reserve(time.Second, "a.test", long, pendingPoll, false, time.Second),
+			sent(1300*time.Millisecond, "a.test"),
+			reserve(1500*time.Millisecond, "a.test", long, 800*time.Millisecond, true, time.Second),
+		},
+	},
+	{
+		name: "a lease that runs out counts as a departure at its end",
+		steps: []step{
+			held(0, "a.test", long, 0, true, time.Second),
+			reserve(DefaultLease-time.Second, "a.test", 0, pendingPoll, false, time.Second),
+			reserve(DefaultLease+500*time.Millisecond, "a.test", long, 500*time.Millisecond, true, time.Second),
+		},
+	},
+	{
+		name: "a host with no spacing takes no lease",
+		def:  ptr(0),
+		steps: []step{
+			held(0, "a.test", 0, 0, true, 0),
+			held(0, "a.test", 0, 0, true, 0),
+		},
+	},
 	{
 		name:  "the first request waits for nothing",
 		steps: []step{reserve(0, "a.test", 0, 0, true, time.Second)},
@@ -324,6 +378,7 @@ var decisionCases = []decisionCase{
 type decider interface {
 	reserve(at time.Time, host string, maxWait time.Duration) (Reservation, error)
 	refused(at time.Time, host string, retryAfter time.Duration) (time.Duration, error)
+	sent(at time.Time, host string) error
 }
 
 type localDecider struct{ *Local }
@@ -335,6 +390,8 @@ func (d localDecider) reserve(at time.Time, host string, maxWait time.Duration) 
 func (d localDecider) refused(at time.Time, host string, retryAfter time.Duration) (time.Duration, error) {
 	return d.RefusedAt(at, host, retryAfter)
 }
+
+func (d localDecider) sent(at time.Time, host string) error { return d.SentAt(at, host) }
 
 // runDecisions plays c against the decider newPacer builds. Waits may come
 // out up to slack shorter than wanted (the time the calls themselves took).
@@ -362,6 +419,17 @@ func runDecisions(t *testing.T, c decisionCase, slack time.Duration, newPacer fu
 			}
 			if slack == 0 && !got.At.Equal(now.Add(got.Wait)) {
 				t.Errorf("step %d: At = %v; want the decision time plus Wait, %v", i, got.At, now.Add(got.Wait))
+			}
+			if got.OK && !s.holdLease {
+				// The request leaves at its slot and says so, as the
+				// fetcher does.
+				if err := p.sent(got.At, s.host); err != nil {
+					t.Fatalf("step %d: sent(%s): %v", i, s.host, err)
+				}
+			}
+		case opSent:
+			if err := p.sent(now, s.host); err != nil {
+				t.Fatalf("step %d: sent(%s): %v", i, s.host, err)
 			}
 		case opRefused:
 			ra, _ := ParseRetryAfter(s.retryAfter, now)

@@ -5,9 +5,10 @@
 // A fetcher asks a [Pacer] before every request (every redirect hop too,
 // keyed on the host it really contacts): [Pacer.Reserve] says how long to
 // wait, and takes the slot when the caller can afford the wait; the caller
-// then sleeps until [Reservation].At and sends. After a 429
-// or 503 it calls [Pacer.Refused] with what [ParseRetryAfter] made of the
-// response's Retry-After. [Local] paces one process; [Redis] paces a fleet.
+// then sleeps until [Reservation].At, sends, and calls [Pacer.Sent] as the
+// request leaves (or when it gives up on it). After a 429 or 503 it calls
+// [Pacer.Refused] with what [ParseRetryAfter] made of the response's
+// Retry-After. [Local] paces one process; [Redis] paces a fleet.
 //
 // # Floors and the policy stream
 //
@@ -44,6 +45,18 @@
 // than the caller's maxWait records nothing (the command parks, and an
 // attempt that never reached the origin must not push the next one out).
 // Hosts are hostnames, lower-cased, without a port: one machine, one budget.
+//
+// The origin sees arrivals, not reservations, and a request can leave late:
+// a slow connect, a TLS handshake, a process starved of CPU. So a granted
+// request on a spaced host holds a lease until it reports its departure with
+// Sent, and nothing more is granted for that host until then; the next slot
+// counts from the later of the reservation and the departure. Callers that
+// take only slots that are due now (maxWait 0, as the fetcher does) thereby
+// keep every gap at the origin at least the interval, even across a fleet.
+// A lease that is never released (the process died) counts as a departure
+// when it runs out (DefaultLease, or the pacer's Lease option: at least the
+// longest a fetch may run). A host with no floor and no escalation takes no
+// lease and, in the fleet pacer, costs no write.
 //
 // # Escalation
 //

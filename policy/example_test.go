@@ -9,7 +9,8 @@ import (
 )
 
 // A Local pacer deciding at explicit times: a published floor, the spacing
-// between requests, a parked attempt, and a 429 with Retry-After.
+// between requests, a parked attempt, a request reported as it leaves, and a
+// 429 with Retry-After.
 func ExampleLocal() {
 	floors := policy.NewTable()
 	floors.Apply(&envelope.FetchPolicyState{
@@ -21,15 +22,22 @@ func ExampleLocal() {
 	pacer := policy.NewLocal(policy.LocalOptions{Floors: floors})
 
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	show := func(at time.Duration, host string, maxWait time.Duration) {
+	show := func(at time.Duration, host string, maxWait time.Duration) policy.Reservation {
 		r, _ := pacer.ReserveAt(start.Add(at), host, maxWait)
 		fmt.Printf("t=%-4v %-13s wait %-4v ok=%-5v interval %v\n", at, host, r.Wait, r.OK, r.Interval)
+		return r
 	}
+	// A granted request is reported when it really leaves; the next one is
+	// spaced from that moment.
+	sent := func(at time.Duration, host string) { pacer.SentAt(start.Add(at), host) }
 
 	show(0, "slow.example", 5*time.Second)
+	sent(0, "slow.example")
 	show(2*time.Second, "slow.example", 5*time.Second) // parks: nothing recorded
 	show(2*time.Second, "fast.example", 5*time.Second) // other hosts are not held up
-	show(6*time.Second, "slow.example", 5*time.Second) // due at 10 s
+	sent(2*time.Second, "fast.example")
+	r := show(6*time.Second, "slow.example", 5*time.Second) // due at 10 s
+	sent(6*time.Second+r.Wait, "slow.example")
 
 	// The origin answers 429 with Retry-After: 30.
 	ra, _ := policy.ParseRetryAfter("30", start.Add(10*time.Second))

@@ -25,6 +25,14 @@ const (
 	// EscalationReset is how long after its last refusal a host drops back to
 	// its floor, in one step.
 	EscalationReset = 1800 * time.Second
+	// DefaultLease is how long a granted request may take to report its
+	// departure (Sent) before the pacer counts it as gone at the lease's
+	// end. It only matters when a process dies between the two; make it at
+	// least the longest a fetch may run before its first request leaves.
+	DefaultLease = 2 * time.Minute
+	// pendingPoll is the least wait reported while a granted request has
+	// yet to leave, so callers do not spin on a tiny interval.
+	pendingPoll = 5 * time.Millisecond
 )
 
 // Floors is where a pacer reads a host's published floor. ok is false when
@@ -61,6 +69,9 @@ type LocalOptions struct {
 	// Pruning never drops a host whose spacing or escalation is still in
 	// force, so the bound may be exceeded while every host still matters.
 	MaxHosts int
+	// Lease bounds how long a granted request may go without reporting its
+	// departure. Zero means DefaultLease.
+	Lease time.Duration
 }
 
 // Local paces requests from one process: per-host minimum spacing between
@@ -74,6 +85,7 @@ type Local struct {
 	def      time.Duration
 	floors   Floors
 	maxHosts int
+	lease    time.Duration
 
 	mu    sync.Mutex
 	hosts map[string]hostState
@@ -91,14 +103,21 @@ type hostState struct {
 	last  time.Time     // when the latest request went (or will go) out
 	esc   time.Duration // escalated interval; 0 when none
 	escAt time.Time     // when the latest refusal was reported
+	// lease is set while a granted request has yet to report its departure
+	// (Sent); nothing else is granted until then, or until the lease ends.
+	lease time.Time
 }
 
 // NewLocal returns a Local pacer with the given options.
 func NewLocal(opts LocalOptions) *Local {
+	if opts.Lease <= 0 {
+		opts.Lease = DefaultLease
+	}
 	l := &Local{
 		def:      resolveDefault(opts.DefaultInterval),
 		floors:   opts.Floors,
 		maxHosts: max(opts.MaxHosts, DefaultMaxHosts),
+		lease:    opts.Lease,
 		hosts:    make(map[string]hostState),
 	}
 	return l
@@ -124,6 +143,11 @@ func (l *Local) Reserve(ctx context.Context, host string, maxWait time.Duration)
 // wait is at most maxWait the request is recorded as going out at now+Wait
 // (so the next caller is spaced from it) and OK is true; otherwise nothing is
 // recorded. It returns ErrEmptyHost for an empty host.
+//
+// A request granted on a spaced host holds a lease until its departure is
+// reported with Sent: until then nothing more is granted for the host (OK is
+// false and Wait is the earliest the next slot could be), because the next
+// request must be spaced from when that one really leaves.
 func (l *Local) ReserveAt(now time.Time, host string, maxWait time.Duration) (Reservation, error) {
 	host = strings.ToLower(host)
 	if host == "" {
@@ -138,6 +162,16 @@ func (l *Local) ReserveAt(now time.Time, host string, maxWait time.Duration) (Re
 	if known {
 		esc = liveEscalation(s, now)
 		interval = max(floor, esc)
+		if !s.lease.IsZero() {
+			if now.Before(s.lease) {
+				wait := max(s.last.Add(interval).Sub(now), min(interval, pendingPoll))
+				return Reservation{Wait: wait, Interval: interval, At: now.Add(wait)}, nil
+			}
+			// The holder never reported: its request counts as leaving when
+			// the lease ran out.
+			s.last, s.lease = later(s.last, s.lease), time.Time{}
+			l.hosts[host] = s
+		}
 		if interval > 0 {
 			wait = max(0, interval-now.Sub(s.last))
 		}
@@ -146,6 +180,9 @@ func (l *Local) ReserveAt(now time.Time, host string, maxWait time.Duration) (Re
 		return Reservation{Wait: wait, Interval: interval, At: now.Add(wait)}, nil
 	}
 	next := hostState{last: now.Add(wait)}
+	if interval > 0 {
+		next.lease = next.last.Add(l.lease)
+	}
 	if esc > 0 {
 		next.esc, next.escAt = s.esc, s.escAt
 	}
@@ -154,6 +191,13 @@ func (l *Local) ReserveAt(now time.Time, host string, maxWait time.Duration) (Re
 		l.maybePrune(now)
 	}
 	return Reservation{Wait: wait, OK: true, Interval: interval, At: now.Add(wait)}, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // Refused is RefusedAt at the current time. It returns ctx.Err() if ctx is
@@ -200,8 +244,9 @@ func (l *Local) Sent(ctx context.Context, host string) error {
 	return l.SentAt(time.Now(), host)
 }
 
-// SentAt records that a request to host left at now: a later departure than
-// its reservation moves the host's last request to now.
+// SentAt records that a request to host left at now (or was abandoned
+// before leaving): the host's last request moves to now if that is later,
+// and its lease is released.
 func (l *Local) SentAt(now time.Time, host string) error {
 	host = strings.ToLower(host)
 	if host == "" {
@@ -210,10 +255,7 @@ func (l *Local) SentAt(now time.Time, host string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s, known := l.hosts[host]
-	if known && !now.After(s.last) {
-		return nil
-	}
-	s.last = now
+	s.last, s.lease = later(s.last, now), time.Time{}
 	l.hosts[host] = s
 	if !known {
 		l.maybePrune(now)
@@ -317,7 +359,7 @@ func (l *Local) maybePrune(now time.Time) {
 // (forgetting a recent refusal would be less polite, never more).
 func (l *Local) constrains(host string, s hostState, now time.Time) bool {
 	esc := liveEscalation(s, now)
-	if now.Sub(s.last) < max(l.floorFor(host), esc) {
+	if now.Sub(s.last) < max(l.floorFor(host), esc) || now.Before(s.lease) {
 		return true
 	}
 	return esc > 0
@@ -332,5 +374,5 @@ func (l *Local) reclaimableAt(host string, s hostState) time.Time {
 			at = w
 		}
 	}
-	return at
+	return later(at, s.lease)
 }

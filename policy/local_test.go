@@ -10,7 +10,11 @@ import (
 func fill(t *testing.T, l *Local, now time.Time, prefix string, n int) {
 	t.Helper()
 	for i := range n {
-		if _, err := l.ReserveAt(now, fmt.Sprintf("%s%d.test", prefix, i), 0); err != nil {
+		host := fmt.Sprintf("%s%d.test", prefix, i)
+		if _, err := l.ReserveAt(now, host, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.SentAt(now, host); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -49,6 +49,10 @@ type RedisOptions struct {
 	// Timeout bounds one Redis round trip; past it the decision is made by
 	// Fallback. Zero means 1 s.
 	Timeout time.Duration
+	// Lease bounds how long a granted request may go without reporting its
+	// departure (Sent) before the fleet counts it as gone; it matters when a
+	// worker dies in between. Zero means DefaultLease.
+	Lease time.Duration
 }
 
 // Redis paces a fleet: workers sharing one Redis (a single server or a
@@ -71,6 +75,7 @@ type Redis struct {
 	fallback *Local
 	log      *slog.Logger
 	timeout  time.Duration
+	lease    string // microseconds, as the script takes it
 	degraded atomic.Bool
 	clock    serverClock
 }
@@ -88,6 +93,7 @@ var (
 	argHeadroom  = micros(EscalationHeadroom)
 	argReset     = micros(EscalationReset)
 	argGrace     = micros(keyGrace)
+	argPoll      = micros(pendingPoll)
 )
 
 var errScriptReply = errors.New("policy: unexpected reply from the pace script")
@@ -108,7 +114,7 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 		r.prefix = DefaultKeyPrefix
 	}
 	if r.fallback == nil {
-		r.fallback = NewLocal(LocalOptions{DefaultInterval: &r.def, Floors: r.floors})
+		r.fallback = NewLocal(LocalOptions{DefaultInterval: &r.def, Floors: r.floors, Lease: opts.Lease})
 	}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -116,6 +122,10 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 	if r.timeout <= 0 {
 		r.timeout = defaultRedisTimeout
 	}
+	if opts.Lease <= 0 {
+		opts.Lease = DefaultLease
+	}
+	r.lease = micros(opts.Lease)
 	return r
 }
 
@@ -224,7 +234,7 @@ func (r *Redis) exec(ctx context.Context, host, mode string, arg time.Duration) 
 	defer cancel()
 	sent := time.Now()
 	resp := paceScript.Exec(ctx, r.client, []string{r.Key(host)}, []string{
-		mode, micros(floor), micros(arg), argFirstStep, argHeadroom, argReset, argGrace,
+		mode, micros(floor), micros(arg), argFirstStep, argHeadroom, argReset, argGrace, r.lease, argPoll,
 	})
 	received := time.Now()
 	vals, err := resp.AsIntSlice()

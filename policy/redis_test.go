@@ -37,6 +37,8 @@ func (d redisDecider) refused(_ time.Time, host string, retryAfter time.Duration
 	return d.Refused(context.Background(), host, retryAfter)
 }
 
+func (d redisDecider) sent(_ time.Time, host string) error { return d.Sent(context.Background(), host) }
+
 func testLogger() (*slog.Logger, *testenv.LogBuffer) {
 	buf := &testenv.LogBuffer{}
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
@@ -94,9 +96,20 @@ func testSharedState(t *testing.T, c1, c2 rueidis.Client) {
 	if err != nil || !r.OK || r.Wait != 0 {
 		t.Fatalf("p1 first Reserve = %+v, %v; want an immediate slot", r, err)
 	}
+	// Until p1's request reports leaving, p2 gets no slot.
+	r, err = p2.Reserve(ctx, "a.test", long)
+	if err != nil || r.OK || !near(r.Wait, time.Second, 200*time.Millisecond) {
+		t.Fatalf("p2 Reserve before p1's departure = %+v, %v; want no slot, about 1s to wait", r, err)
+	}
+	if err := p1.Sent(ctx, "a.test"); err != nil {
+		t.Fatal(err)
+	}
 	r, err = p2.Reserve(ctx, "a.test", long)
 	if err != nil || !r.OK || !near(r.Wait, time.Second, 200*time.Millisecond) {
 		t.Fatalf("p2 Reserve = %+v, %v; want a slot about 1s out", r, err)
+	}
+	if err := p2.Sent(ctx, "a.test"); err != nil {
+		t.Fatal(err)
 	}
 	if got, err := p1.Refused(ctx, "a.test", 0); err != nil || got != 2*time.Second {
 		t.Fatalf("p1 Refused = %v, %v; want 2s", got, err)
@@ -128,8 +141,14 @@ func testKeyExpiry(t *testing.T, client rueidis.Client) {
 	if _, err := p.Reserve(ctx, "a.test", long); err != nil {
 		t.Fatal(err)
 	}
+	if got, want := pttl("a.test"), DefaultLease+keyGrace; got > want || got < want-time.Second {
+		t.Errorf("TTL while a request holds the lease = %v; want about %v", got, want)
+	}
+	if err := p.Sent(ctx, "a.test"); err != nil {
+		t.Fatal(err)
+	}
 	if got, want := pttl("a.test"), time.Second+keyGrace; got > want || got < want-time.Second {
-		t.Errorf("TTL after a reservation = %v; want about %v", got, want)
+		t.Errorf("TTL after the request left = %v; want about %v", got, want)
 	}
 	if _, err := p.Refused(ctx, "a.test", 0); err != nil {
 		t.Fatal(err)

@@ -150,12 +150,16 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	interval := cfg.MinHostInterval
 	// The fallback decides while Redis cannot, and mirrors the fleet's
 	// decisions meanwhile, so it also knows which hosts are tracked.
-	fallback := policy.NewLocal(policy.LocalOptions{DefaultInterval: &interval, Floors: table})
+	// A granted request reports its departure well inside the whole-fetch
+	// bound; the lease only outlives a worker that died in between.
+	lease := cfg.MaxFetchTime
+	fallback := policy.NewLocal(policy.LocalOptions{DefaultInterval: &interval, Floors: table, Lease: lease})
 	pacer := policy.NewRedis(client, policy.RedisOptions{
 		DefaultInterval: &interval,
 		Floors:          table,
 		Fallback:        fallback,
 		Logger:          log,
+		Lease:           lease,
 	})
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "replicator_pacer_tracked_hosts",
