@@ -44,8 +44,8 @@ type bench struct {
 
 // newBench starts (or connects to) Redis, makes the scratch directory and
 // builds the worker binary unless one was given.
-func newBench(ctx context.Context, o options, stdout, stderr io.Writer) (b *bench, err error) {
-	b = &bench{o: o, out: stdout, errw: stderr}
+func newBench(ctx context.Context, o options, stdout, stderr io.Writer) (_ *bench, err error) {
+	b := &bench{o: o, out: stdout, errw: stderr}
 	defer func() {
 		if err != nil {
 			b.close()
