@@ -217,14 +217,11 @@ func crashOrigin(pad []byte) http.Handler {
 // (restarting it each time), waits until everything is resolved, then
 // checks every promise.
 func (b *bench) crashOnce(ctx context.Context, cfg crashConfig) (*crashResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+	ctx, cancel, err := b.begin(ctx, true)
+	if err != nil {
+		return nil, err
+	}
 	defer cancel()
-	if err := b.reset(ctx); err != nil {
-		return nil, err
-	}
-	if err := createGroup(ctx, b.client); err != nil {
-		return nil, err
-	}
 	rng := rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x9e3779b97f4a7c15))
 	pad := []byte(strings.Repeat("replicator-bench crash body. ", 32))
 	o, err := startOrigin(crashOrigin(pad), false)

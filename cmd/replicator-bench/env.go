@@ -131,6 +131,21 @@ func (b *bench) reset(ctx context.Context) error {
 	return b.client.Do(ctx, b.client.B().Flushdb().Build()).Error()
 }
 
+// begin starts one run: a context bounded by -timeout, an empty database
+// and, with group, the worker's consumer group on the command stream.
+func (b *bench) begin(ctx context.Context, group bool) (context.Context, context.CancelFunc, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+	err := b.reset(ctx)
+	if err == nil && group {
+		err = createGroup(ctx, b.client)
+	}
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return ctx, cancel, nil
+}
+
 // progress prints a line on stderr with -v.
 func (b *bench) progress(format string, args ...any) {
 	if b.o.verbose {

@@ -43,14 +43,11 @@ func runFairness(ctx context.Context, b *bench) error {
 }
 
 func (b *bench) fairnessOnce(ctx context.Context, run, probes int) ([]time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+	ctx, cancel, err := b.begin(ctx, true)
+	if err != nil {
+		return nil, err
+	}
 	defer cancel()
-	if err := b.reset(ctx); err != nil {
-		return nil, err
-	}
-	if err := createGroup(ctx, b.client); err != nil {
-		return nil, err
-	}
 	fast := fixedBody(1024)
 	o, err := startOrigin(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hostOf(r) == "slow.test" {

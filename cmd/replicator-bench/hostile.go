@@ -162,14 +162,11 @@ func outcomeSummary(m map[string]int) string {
 }
 
 func (b *bench) hostileOnce(ctx context.Context, run, n int) (*hostileResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+	ctx, cancel, err := b.begin(ctx, true)
+	if err != nil {
+		return nil, err
+	}
 	defer cancel()
-	if err := b.reset(ctx); err != nil {
-		return nil, err
-	}
-	if err := createGroup(ctx, b.client); err != nil {
-		return nil, err
-	}
 	kinds := hostileKinds(gzipBomb(256 << 20))
 	byHost := map[string]*hostileKind{}
 	hostsOf := map[string][]string{}
@@ -198,7 +195,7 @@ func (b *bench) hostileOnce(ctx context.Context, run, n int) (*hostileResult, er
 			k.handler.ServeHTTP(w, r)
 		}
 	})
-	o, err := startOrigin(handler, true)
+	o, err = startOrigin(handler, true)
 	if err != nil {
 		return nil, err
 	}

@@ -35,11 +35,11 @@ func runLatency(ctx context.Context, b *bench) error {
 }
 
 func (b *bench) latencyOnce(ctx context.Context, run, samples int) ([]time.Duration, int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
-	defer cancel()
-	if err := b.reset(ctx); err != nil {
+	ctx, cancel, err := b.begin(ctx, false)
+	if err != nil {
 		return nil, 0, err
 	}
+	defer cancel()
 	o, err := startOrigin(fixedBody(1024), false)
 	if err != nil {
 		return nil, 0, err

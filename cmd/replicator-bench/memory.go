@@ -3,10 +3,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -16,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/replicator-go/replicator/internal/testenv"
 )
 
 // memBodies is how many 64 MiB bodies are fetched at once.
@@ -69,14 +69,11 @@ type memResult struct {
 }
 
 func (b *bench) memoryOnce(ctx context.Context, backend string, run int) (memResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+	ctx, cancel, err := b.begin(ctx, true)
+	if err != nil {
+		return memResult{}, err
+	}
 	defer cancel()
-	if err := b.reset(ctx); err != nil {
-		return memResult{}, err
-	}
-	if err := createGroup(ctx, b.client); err != nil {
-		return memResult{}, err
-	}
 	bar := newBarrier(memBodies, 30*time.Second)
 	o, err := startOrigin(bigBody(memBodySize, bar), false)
 	if err != nil {
@@ -94,7 +91,7 @@ func (b *bench) memoryOnce(ctx context.Context, backend string, run int) (memRes
 	case "local":
 		env = append(env, "REPLICATOR_BLOB_DIR="+blobs)
 	case "gcs":
-		emu, stop, err := startGCSChild(ctx, "bench", blobs)
+		emu, stop, err := startGCSChild("bench", blobs)
 		if err != nil {
 			return memResult{}, err
 		}
@@ -217,53 +214,19 @@ func bigBody(size int64, bar *barrier) http.Handler {
 
 // startGCSChild runs fake-gcs-server in a child process (this binary,
 // through testenv.ServeGCSChild) with bucket created, keeping objects on
-// disk (under tmp), so its memory is never counted as the worker's. It returns the
-// server's URL and a function that stops it.
-func startGCSChild(ctx context.Context, bucket, tmp string) (string, func(), error) {
+// disk (under tmp), so its memory is never counted as the worker's. It
+// returns the server's URL and a function that stops it.
+func startGCSChild(bucket, tmp string) (string, func(), error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", nil, err
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(cleanEnv(), "REPLICATOR_TESTENV_GCS_CHILD="+bucket, "TMPDIR="+tmp)
-	cmd.Stderr = os.Stderr
+	cmd.Env = append(cleanEnv(), "TMPDIR="+tmp)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
+	g, err := testenv.NewGCSProcess(cmd, bucket)
 	if err != nil {
 		return "", nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return "", nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return "", nil, err
-	}
-	stop := func() {
-		stdin.Close() // the child serves until its stdin closes
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	}
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		lines <- strings.TrimSpace(line)
-		io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case u := <-lines:
-		if strings.HasPrefix(u, "http://127.0.0.1:") {
-			return u, stop, nil
-		}
-	case <-time.After(30 * time.Second):
-	case <-ctx.Done():
-	}
-	stop()
-	return "", nil, fmt.Errorf("fake gcs child did not report a loopback URL")
+	return g.URL, g.Close, nil
 }

@@ -82,14 +82,11 @@ func runPoliteness(ctx context.Context, b *bench) error {
 }
 
 func (b *bench) politenessOnce(ctx context.Context, run, nWorkers int) (rows []politeRow, err error) {
-	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+	ctx, cancel, err := b.begin(ctx, true)
+	if err != nil {
+		return nil, err
+	}
 	defer cancel()
-	if err := b.reset(ctx); err != nil {
-		return nil, err
-	}
-	if err := createGroup(ctx, b.client); err != nil {
-		return nil, err
-	}
 	hosts := politeHosts()
 	var names []string
 	for _, h := range hosts {

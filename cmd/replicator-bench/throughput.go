@@ -135,14 +135,11 @@ func printTP(b *bench, r tpResult) {
 
 // throughputOnce runs one variant over a freshly queued load.
 func (b *bench) throughputOnce(ctx context.Context, variant string, run, n, h, conc int) (tpResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+	ctx, cancel, err := b.begin(ctx, true)
+	if err != nil {
+		return tpResult{}, err
+	}
 	defer cancel()
-	if err := b.reset(ctx); err != nil {
-		return tpResult{}, err
-	}
-	if err := createGroup(ctx, b.client); err != nil {
-		return tpResult{}, err
-	}
 	o, err := startOrigin(fixedBody(b.o.bodySize), b.o.interval > 0)
 	if err != nil {
 		return tpResult{}, err

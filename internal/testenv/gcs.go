@@ -158,9 +158,23 @@ func StartGCSProcess(t testing.TB, buckets ...string) *GCS {
 }
 
 func newGCSProcess(buckets []string) (*GCS, error) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), gcsChildEnv+"="+strings.Join(buckets, ","))
-	cmd.Stderr = os.Stderr
+	return NewGCSProcess(exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$"), buckets...)
+}
+
+// NewGCSProcess starts cmd, a binary whose main (or TestMain) calls
+// ServeGCSChild first, as a fake GCS server with buckets created, and waits
+// for it to report its loopback URL. cmd's environment (os.Environ() when
+// nil) gains the variable that tells the child to serve; set anything else
+// (TMPDIR for where objects go, SysProcAttr) before the call. Close stops
+// the child.
+func NewGCSProcess(cmd *exec.Cmd, buckets ...string) (*GCS, error) {
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, gcsChildEnv+"="+strings.Join(buckets, ","))
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -173,12 +187,12 @@ func newGCSProcess(buckets []string) (*GCS, error) {
 		return nil, fmt.Errorf("testenv: start fake gcs process: %w", err)
 	}
 	stop := func() {
-		stdin.Close()
+		stdin.Close() // the child serves until its stdin closes
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(10 * time.Second):
 			cmd.Process.Kill()
 			<-done
 		}
@@ -192,11 +206,11 @@ func newGCSProcess(buckets []string) (*GCS, error) {
 	var url string
 	select {
 	case url = <-lines:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 	}
 	if !strings.HasPrefix(url, "http://127.0.0.1:") {
 		stop()
-		return nil, errors.New("testenv: fake gcs process did not report a loopback URL (does TestMain call testenv.ServeGCSChild?)")
+		return nil, errors.New("testenv: fake gcs process did not report a loopback URL (does it call testenv.ServeGCSChild first?)")
 	}
 	client, err := GCSClient(context.Background(), url)
 	if err != nil {
