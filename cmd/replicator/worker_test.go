@@ -223,14 +223,13 @@ func TestWorkerExitsWhenTheBrokerIsGone(t *testing.T) {
 // 300 commands for 10 hosts: every command gets exactly one fact, and the
 // fleet paces each host by the interval, as one worker would.
 //
-// Spacing is measured where politeness matters, at the origin, so arrivals
-// carry the lag between a request's pacing decision and its departure,
-// which a loaded machine stretches by tens of milliseconds. The hard check
-// is therefore one lag cannot fake: no host's k-th request arrives before
-// its first command was published plus k intervals (less the 5 ms
-// tolerance), so a fleet that did not share its spacing would run ahead of
-// that schedule at once. Gaps between consecutive arrivals shorter than the
-// interval less the tolerance are logged, with the smallest.
+// Spacing is measured where politeness matters, at the origin, whose
+// handler timestamps carry scheduling noise on a loaded machine. Two checks:
+// no host's k-th request arrives before its first command was published plus
+// k intervals (less the 5 ms tolerance), which noise cannot fake, so a fleet
+// that did not share its spacing would run ahead of that schedule at once;
+// and gaps between consecutive arrivals shorter than the interval less the
+// tolerance stay rare (at most 5%), each one logged, with the smallest.
 func TestWorkerFleetPoliteness(t *testing.T) {
 	const (
 		workers   = 3
@@ -362,6 +361,13 @@ func TestWorkerFleetPoliteness(t *testing.T) {
 		}
 	}
 	t.Logf("smallest gap between arrivals %v for an interval of %v; %d of %d gaps shorter than %v", smallest, interval, short, gaps, interval-tolerance)
+	// Each request reports its departure and the next slot counts from it,
+	// so a short gap here is the origin's own timing noise (its handler runs
+	// late on a loaded machine), which stays rare; a fleet spacing from
+	// reservations rather than departures shows many.
+	if short > gaps/20 {
+		t.Errorf("%d of %d gaps shorter than %v; want at most 5%% (timing noise)", short, gaps, interval-tolerance)
+	}
 }
 
 // TestWorkerAgainstCluster runs seed and the worker against a Redis Cluster
