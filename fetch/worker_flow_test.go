@@ -43,62 +43,64 @@ func commandIDs(facts []envelope.Model) []string {
 }
 
 func TestWorkerTransientThenSuccess(t *testing.T) {
-	redis := testenv.StartRedis(t)
-	b := standalone(t, redis)
+	for _, b := range bothBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
 
-	t.Run("500 twice then 200", func(t *testing.T) {
-		var n atomic.Int32
-		e := newEnv(t, b.client, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if n.Add(1) <= 2 {
-				w.WriteHeader(http.StatusInternalServerError)
-				return
-			}
-			okBody(w, r)
-		}))
-		e.start(stackOptions{}, e.workerOptions())
-		cmd := e.command("c-flaky", e.url("w.test", "/flaky"))
-		e.addModel(cmd)
-		facts := e.waitFacts(1, 15*time.Second)
-		e.waitSettled(10 * time.Second)
-		if diff := cmp.Diff([]string{"c-flaky"}, commandIDs(facts)); diff != "" {
-			t.Errorf("facts mismatch (-want +got):\n%s", diff)
-		}
-		if got := e.origin.Count(); got != 3 {
-			t.Errorf("origin saw %d requests, want 3", got)
-		}
-		if dl := e.dlqNow(); len(dl) != 0 {
-			t.Errorf("dead letters = %v, want none", dlqReasons(dl))
-		}
-	})
+			t.Run("500 twice then 200", func(t *testing.T) {
+				var n atomic.Int32
+				e := newEnv(t, b.client, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if n.Add(1) <= 2 {
+						w.WriteHeader(http.StatusInternalServerError)
+						return
+					}
+					okBody(w, r)
+				}))
+				e.start(stackOptions{}, e.workerOptions())
+				cmd := e.command("c-flaky", e.url("w.test", "/flaky"))
+				e.addModel(cmd)
+				facts := e.waitFacts(1, 15*time.Second)
+				e.waitSettled(10 * time.Second)
+				if diff := cmp.Diff([]string{"c-flaky"}, commandIDs(facts)); diff != "" {
+					t.Errorf("facts mismatch (-want +got):\n%s", diff)
+				}
+				if got := e.origin.Count(); got != 3 {
+					t.Errorf("origin saw %d requests, want 3", got)
+				}
+				if dl := e.dlqNow(); len(dl) != 0 {
+					t.Errorf("dead letters = %v, want none", dlqReasons(dl))
+				}
+			})
 
-	t.Run("connection refused then listening", func(t *testing.T) {
-		port, err := testenv.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := newEnv(t, b.client, nil)
-		e.start(stackOptions{}, e.workerOptions())
-		url := "http://w.test:" + strconv.Itoa(port) + "/late"
-		e.addModel(e.command("c-late", url))
-		eventually(t, 10*time.Second, "a transient outcome", func() bool {
-			return strings.Contains(e.logs.String(), `"outcome":"transient"`)
+			t.Run("connection refused then listening", func(t *testing.T) {
+				port, err := testenv.FreePort()
+				if err != nil {
+					t.Fatal(err)
+				}
+				e := newEnv(t, b.client, nil)
+				e.start(stackOptions{}, e.workerOptions())
+				url := "http://w.test:" + strconv.Itoa(port) + "/late"
+				e.addModel(e.command("c-late", url))
+				eventually(t, 10*time.Second, "a transient outcome", func() bool {
+					return strings.Contains(e.logs.String(), `"outcome":"transient"`)
+				})
+				if len(e.factsNow()) != 0 || e.pending() != 1 {
+					t.Fatalf("after a refused connection: %d facts, %d pending; want none and 1", len(e.factsNow()), e.pending())
+				}
+				l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+				if err != nil {
+					t.Fatalf("listen on the refused port: %v", err)
+				}
+				srv := &http.Server{Handler: http.HandlerFunc(okBody)}
+				go srv.Serve(l)
+				t.Cleanup(func() { srv.Close() })
+				facts := e.waitFacts(1, 15*time.Second)
+				e.waitSettled(10 * time.Second)
+				if diff := cmp.Diff([]string{"c-late"}, commandIDs(facts)); diff != "" {
+					t.Errorf("facts mismatch (-want +got):\n%s", diff)
+				}
+			})
 		})
-		if len(e.factsNow()) != 0 || e.pending() != 1 {
-			t.Fatalf("after a refused connection: %d facts, %d pending; want none and 1", len(e.factsNow()), e.pending())
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			t.Fatalf("listen on the refused port: %v", err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(okBody)}
-		go srv.Serve(l)
-		t.Cleanup(func() { srv.Close() })
-		facts := e.waitFacts(1, 15*time.Second)
-		e.waitSettled(10 * time.Second)
-		if diff := cmp.Diff([]string{"c-late"}, commandIDs(facts)); diff != "" {
-			t.Errorf("facts mismatch (-want +got):\n%s", diff)
-		}
-	})
+	}
 }
 
 // panicSink panics in Put: a bug the Handler recovers as Unclassified.
@@ -140,50 +142,53 @@ func TestWorkerUnclassifiedReachesDeliveryCeiling(t *testing.T) {
 }
 
 func TestWorkerTrimmedWhilePending(t *testing.T) {
-	b := standalone(t, testenv.StartRedis(t))
+	for _, b := range bothBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
 
-	t.Run("left pending after a transient failure", func(t *testing.T) {
-		e := newEnv(t, b.client, testenv.Status(http.StatusServiceUnavailable, nil, "busy"))
-		e.start(stackOptions{}, e.workerOptions())
-		id := e.addModel(e.command("c-trim", e.url("w.test", "/busy")))
-		eventually(t, 10*time.Second, "a first attempt", func() bool { return e.origin.Count() >= 1 })
-		if err := e.do(e.client.B().Xdel().Key(e.stream).Id(id).Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-		e.waitSettled(10 * time.Second)
-		// XAUTOCLAIM drops a trimmed entry from the pending list before the
-		// worker reads its reply, so the line may follow the settling.
-		eventually(t, 5*time.Second, "a WARN line about the trimmed entry", func() bool {
-			return strings.Contains(e.logs.String(), "trimmed from the stream")
-		})
-		if f, dl := e.factsNow(), e.dlqNow(); len(f) != 0 || len(dl) != 0 {
-			t.Errorf("%d facts and %d dead letters, want none", len(f), len(dl))
-		}
-	})
+			t.Run("left pending after a transient failure", func(t *testing.T) {
+				e := newEnv(t, b.client, testenv.Status(http.StatusServiceUnavailable, nil, "busy"))
+				e.start(stackOptions{}, e.workerOptions())
+				id := e.addModel(e.command("c-trim", e.url("w.test", "/busy")))
+				eventually(t, 10*time.Second, "a first attempt", func() bool { return e.origin.Count() >= 1 })
+				if err := e.do(e.client.B().Xdel().Key(e.stream).Id(id).Build()).Error(); err != nil {
+					t.Fatal(err)
+				}
+				e.waitSettled(10 * time.Second)
+				// XAUTOCLAIM drops a trimmed entry from the pending list before the
+				// worker reads its reply, so the line may follow the settling.
+				eventually(t, 5*time.Second, "a WARN line about the trimmed entry", func() bool {
+					return strings.Contains(e.logs.String(), "trimmed from the stream")
+				})
+				if f, dl := e.factsNow(), e.dlqNow(); len(f) != 0 || len(dl) != 0 {
+					t.Errorf("%d facts and %d dead letters, want none", len(f), len(dl))
+				}
+			})
 
-	t.Run("parked in memory", func(t *testing.T) {
-		e := newEnv(t, b.client, http.HandlerFunc(okBody))
-		so := stackOptions{floors: map[string]time.Duration{"paced.test": time.Minute}, maxWait: 50 * time.Millisecond}
-		e.start(so, e.workerOptions())
-		e.addModel(e.command("c-first", e.url("paced.test", "/1")))
-		e.waitFacts(1, 10*time.Second)
-		id := e.addModel(e.command("c-parked", e.url("paced.test", "/2")))
-		eventually(t, 10*time.Second, "the second command parked", func() bool {
-			return strings.Contains(e.logs.String(), "parked a command")
+			t.Run("parked in memory", func(t *testing.T) {
+				e := newEnv(t, b.client, http.HandlerFunc(okBody))
+				so := stackOptions{floors: map[string]time.Duration{"paced.test": time.Minute}, maxWait: 50 * time.Millisecond}
+				e.start(so, e.workerOptions())
+				e.addModel(e.command("c-first", e.url("paced.test", "/1")))
+				e.waitFacts(1, 10*time.Second)
+				id := e.addModel(e.command("c-parked", e.url("paced.test", "/2")))
+				eventually(t, 10*time.Second, "the second command parked", func() bool {
+					return strings.Contains(e.logs.String(), "parked a command")
+				})
+				if err := e.do(e.client.B().Xdel().Key(e.stream).Id(id).Build()).Error(); err != nil {
+					t.Fatal(err)
+				}
+				e.waitSettled(10 * time.Second)
+				// XAUTOCLAIM drops a trimmed entry from the pending list before the
+				// worker reads its reply, so the line may follow the settling.
+				eventually(t, 5*time.Second, "a WARN line about the trimmed entry", func() bool {
+					return strings.Contains(e.logs.String(), "trimmed from the stream")
+				})
+				if f, dl := e.factsNow(), e.dlqNow(); len(f) != 1 || len(dl) != 0 {
+					t.Errorf("%d facts and %d dead letters, want 1 and none", len(f), len(dl))
+				}
+			})
 		})
-		if err := e.do(e.client.B().Xdel().Key(e.stream).Id(id).Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-		e.waitSettled(10 * time.Second)
-		// XAUTOCLAIM drops a trimmed entry from the pending list before the
-		// worker reads its reply, so the line may follow the settling.
-		eventually(t, 5*time.Second, "a WARN line about the trimmed entry", func() bool {
-			return strings.Contains(e.logs.String(), "trimmed from the stream")
-		})
-		if f, dl := e.factsNow(), e.dlqNow(); len(f) != 1 || len(dl) != 0 {
-			t.Errorf("%d facts and %d dead letters, want 1 and none", len(f), len(dl))
-		}
-	})
+	}
 }
 
 func TestWorkerSurvivesRedisRestart(t *testing.T) {
@@ -256,114 +261,120 @@ var cmpSorted = cmp.Transformer("sorted", func(in []string) []string {
 })
 
 func TestWorkerGivesUpWhenRedisIsGone(t *testing.T) {
-	r := testenv.StartRedis(t)
-	e := newEnv(t, standalone(t, r).client, http.HandlerFunc(okBody))
-	wo := e.workerOptions()
-	wo.BackoffBase = 10 * time.Millisecond
-	wo.BackoffMax = 40 * time.Millisecond
-	wo.MaxConsecutiveFailures = 5
-	run := e.start(stackOptions{}, wo)
-	eventually(t, 10*time.Second, "the worker to be healthy", run.worker.Healthy)
-	r.Stop()
-	err := run.wait(t, 20*time.Second)
-	if !errors.Is(err, fetch.ErrBrokerUnavailable) {
-		t.Fatalf("Run = %v, want ErrBrokerUnavailable", err)
-	}
-	if run.worker.HealthyAt(time.Now().Add(time.Minute)) {
-		t.Error("HealthyAt a minute later = true, want false: Redis has not answered")
+	for _, b := range bothBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			e := newEnv(t, b.client, http.HandlerFunc(okBody))
+			wo := e.workerOptions()
+			wo.BackoffBase = 10 * time.Millisecond
+			wo.BackoffMax = 40 * time.Millisecond
+			wo.MaxConsecutiveFailures = 5
+			run := e.start(stackOptions{}, wo)
+			eventually(t, 10*time.Second, "the worker to be healthy", run.worker.Healthy)
+			b.stop()
+			err := run.wait(t, 30*time.Second)
+			if !errors.Is(err, fetch.ErrBrokerUnavailable) {
+				t.Fatalf("Run = %v, want ErrBrokerUnavailable", err)
+			}
+			if run.worker.HealthyAt(time.Now().Add(time.Minute)) {
+				t.Error("HealthyAt a minute later = true, want false: Redis has not answered")
+			}
+		})
 	}
 }
 
 func TestWorkerShutdown(t *testing.T) {
-	b := standalone(t, testenv.StartRedis(t))
+	for _, b := range bothBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
 
-	t.Run("mid-fetch", func(t *testing.T) {
-		release := make(chan struct{})
-		e := newEnv(t, b.client, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			select {
-			case <-release:
-			case <-r.Context().Done():
-				return
-			}
-			okBody(w, r)
-		}))
-		wo := e.workerOptions()
-		wo.Consumer = "a"
-		wo.DrainTimeout = 300 * time.Millisecond
-		run := e.start(stackOptions{}, wo)
-		id := e.addModel(e.command("c-slow", e.url("w.test", "/slow")))
-		eventually(t, 10*time.Second, "the request to reach the origin", func() bool { return e.origin.Count() == 1 })
+			t.Run("mid-fetch", func(t *testing.T) {
+				release := make(chan struct{})
+				e := newEnv(t, b.client, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					select {
+					case <-release:
+					case <-r.Context().Done():
+						return
+					}
+					okBody(w, r)
+				}))
+				wo := e.workerOptions()
+				wo.Consumer = "a"
+				wo.DrainTimeout = 300 * time.Millisecond
+				run := e.start(stackOptions{}, wo)
+				id := e.addModel(e.command("c-slow", e.url("w.test", "/slow")))
+				eventually(t, 10*time.Second, "the request to reach the origin", func() bool { return e.origin.Count() == 1 })
 
-		start := time.Now()
-		if err := run.stop(t); err != nil {
-			t.Fatalf("Run = %v, want nil", err)
-		}
-		if took := time.Since(start); took > wo.DrainTimeout+2*time.Second {
-			t.Errorf("Run took %v to return, want about the drain timeout (%v)", took, wo.DrainTimeout)
-		}
-		if owner := e.owner(id); owner != "a" {
-			t.Fatalf("entry owner after shutdown = %q, want it still pending for a", owner)
-		}
-		if n := len(e.factsNow()); n != 0 {
-			t.Fatalf("%d facts after an interrupted fetch, want none", n)
-		}
+				start := time.Now()
+				if err := run.stop(t); err != nil {
+					t.Fatalf("Run = %v, want nil", err)
+				}
+				if took := time.Since(start); took > wo.DrainTimeout+2*time.Second {
+					t.Errorf("Run took %v to return, want about the drain timeout (%v)", took, wo.DrainTimeout)
+				}
+				if owner := e.owner(id); owner != "a" {
+					t.Fatalf("entry owner after shutdown = %q, want it still pending for a", owner)
+				}
+				if n := len(e.factsNow()); n != 0 {
+					t.Fatalf("%d facts after an interrupted fetch, want none", n)
+				}
 
-		close(release)
-		wo.Consumer = "b"
-		e.start(stackOptions{}, wo)
-		facts := e.waitFacts(1, 15*time.Second)
-		e.waitSettled(10 * time.Second)
-		if diff := cmp.Diff([]string{"c-slow"}, commandIDs(facts)); diff != "" {
-			t.Errorf("facts mismatch (-want +got):\n%s", diff)
-		}
-	})
+				close(release)
+				wo.Consumer = "b"
+				e.start(stackOptions{}, wo)
+				facts := e.waitFacts(1, 15*time.Second)
+				e.waitSettled(10 * time.Second)
+				if diff := cmp.Diff([]string{"c-slow"}, commandIDs(facts)); diff != "" {
+					t.Errorf("facts mismatch (-want +got):\n%s", diff)
+				}
+			})
 
-	t.Run("idle, in a long blocking read", func(t *testing.T) {
-		e := newEnv(t, b.client, nil)
-		wo := e.workerOptions()
-		wo.ReadBlock = 30 * time.Second
-		wo.ClaimMinIdle = time.Minute
-		run := e.start(stackOptions{}, wo)
-		eventually(t, 10*time.Second, "the worker to be healthy", run.worker.Healthy)
-		eventually(t, 10*time.Second, "the worker to block in a read", func() bool {
-			return strings.Contains(clientList(t, e), "cmd=xreadgroup")
+			t.Run("idle, in a long blocking read", func(t *testing.T) {
+				e := newEnv(t, b.client, nil)
+				wo := e.workerOptions()
+				wo.ReadBlock = 30 * time.Second
+				wo.ClaimMinIdle = time.Minute
+				run := e.start(stackOptions{}, wo)
+				eventually(t, 10*time.Second, "the worker to be healthy", run.worker.Healthy)
+				eventually(t, 10*time.Second, "the worker to block in a read", func() bool {
+					return strings.Contains(clientList(t, e), "cmd=xreadgroup")
+				})
+				start := time.Now()
+				if err := run.stop(t); err != nil {
+					t.Fatalf("Run = %v, want nil", err)
+				}
+				if took := time.Since(start); took > 2*time.Second {
+					t.Errorf("Run took %v to return; the blocking read was not interrupted", took)
+				}
+			})
+
+			t.Run("cuts pacing waits short", func(t *testing.T) {
+				e := newEnv(t, b.client, http.HandlerFunc(okBody))
+				// The second command sleeps through its host's window (MaxWait is
+				// longer) until the worker's context, wired as the Fetcher's Stop,
+				// ends.
+				so := stackOptions{floors: map[string]time.Duration{"paced.test": 20 * time.Second}, maxWait: 30 * time.Second}
+				run := e.start(so, e.workerOptions())
+				e.addModel(e.command("c-1", e.url("paced.test", "/1")))
+				e.addModel(e.command("c-2", e.url("paced.test", "/2")))
+				e.waitFacts(1, 10*time.Second)
+				eventually(t, 10*time.Second, "the second command to be waiting", func() bool {
+					return e.lastDelivered() != "" && e.pending() == 1
+				})
+				start := time.Now()
+				if err := run.stop(t); err != nil {
+					t.Fatalf("Run = %v, want nil", err)
+				}
+				if took := time.Since(start); took > 2*time.Second {
+					t.Errorf("Run took %v to return; the pacing wait was not cut short", took)
+				}
+				if got := e.origin.Count(); got != 1 {
+					t.Errorf("origin saw %d requests, want 1: nothing goes out unpaced on the way out", got)
+				}
+				if got := e.pending(); got != 1 {
+					t.Errorf("%d pending after shutdown, want the waiting command", got)
+				}
+			})
 		})
-		start := time.Now()
-		if err := run.stop(t); err != nil {
-			t.Fatalf("Run = %v, want nil", err)
-		}
-		if took := time.Since(start); took > 2*time.Second {
-			t.Errorf("Run took %v to return; the blocking read was not interrupted", took)
-		}
-	})
-
-	t.Run("cuts pacing waits short", func(t *testing.T) {
-		e := newEnv(t, b.client, http.HandlerFunc(okBody))
-		// The second command sleeps through its host's window (MaxWait is
-		// longer) until the worker's context, wired as the Fetcher's Stop,
-		// ends.
-		so := stackOptions{floors: map[string]time.Duration{"paced.test": 20 * time.Second}, maxWait: 30 * time.Second}
-		run := e.start(so, e.workerOptions())
-		e.addModel(e.command("c-1", e.url("paced.test", "/1")))
-		e.addModel(e.command("c-2", e.url("paced.test", "/2")))
-		e.waitFacts(1, 10*time.Second)
-		eventually(t, 10*time.Second, "the second command to be waiting", func() bool {
-			return e.lastDelivered() != "" && e.pending() == 1
-		})
-		start := time.Now()
-		if err := run.stop(t); err != nil {
-			t.Fatalf("Run = %v, want nil", err)
-		}
-		if took := time.Since(start); took > 2*time.Second {
-			t.Errorf("Run took %v to return; the pacing wait was not cut short", took)
-		}
-		if got := e.origin.Count(); got != 1 {
-			t.Errorf("origin saw %d requests, want 1: nothing goes out unpaced on the way out", got)
-		}
-		if got := e.pending(); got != 1 {
-			t.Errorf("%d pending after shutdown, want the waiting command", got)
-		}
-	})
+	}
 }
 
 // clientList returns CLIENT LIST: what each connection is doing.

@@ -64,16 +64,29 @@ var discard = slog.New(slog.DiscardHandler)
 type backend struct {
 	name   string
 	client rueidis.Client
+	// stop takes every server of the backend down (an outage for good).
+	stop func()
 }
 
 func standalone(t *testing.T, r *testenv.Redis) backend {
 	t.Helper()
-	return backend{name: "standalone", client: newClient(t, []string{r.Addr})}
+	return backend{name: "standalone", client: newClient(t, []string{r.Addr}), stop: r.Stop}
 }
 
 func cluster(t *testing.T, c *testenv.Cluster) backend {
 	t.Helper()
-	return backend{name: "cluster", client: newClient(t, c.Addrs)}
+	return backend{name: "cluster", client: newClient(t, c.Addrs), stop: func() {
+		for _, n := range c.Nodes {
+			n.Stop()
+		}
+	}}
+}
+
+// bothBackends starts a private single server and a private three-master
+// cluster for the test, for flows that must hold on both.
+func bothBackends(t *testing.T) []backend {
+	t.Helper()
+	return []backend{standalone(t, testenv.StartRedis(t)), cluster(t, testenv.StartCluster(t))}
 }
 
 func newClient(t *testing.T, addrs []string) rueidis.Client {
