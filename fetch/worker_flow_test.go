@@ -191,61 +191,84 @@ func TestWorkerTrimmedWhilePending(t *testing.T) {
 	}
 }
 
+// TestWorkerSurvivesRedisRestart takes Redis down mid-fetch (every node of
+// the cluster) and brings it back with its data: the worker backs off,
+// resumes, and nothing is lost.
 func TestWorkerSurvivesRedisRestart(t *testing.T) {
 	// Append-only with fsync on every write, so the kill loses nothing.
-	r, err := testenv.NewRedis(testenv.RedisOptions{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+	persist := testenv.RedisOptions{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}}
+	r, err := testenv.NewRedis(persist)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
-	slowStarted := make(chan struct{})
-	var slowOnce atomic.Bool
-	e := newEnv(t, newClient(t, []string{r.Addr}), http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if strings.HasPrefix(req.URL.Path, "/slow") && slowOnce.CompareAndSwap(false, true) {
-			close(slowStarted)
-			time.Sleep(700 * time.Millisecond) // answers while Redis is down
-		}
-		okBody(w, req)
-	}))
-	wo := e.workerOptions()
-	wo.MaxConsecutiveFailures = 1000
-	wo.ClaimMinIdle = 300 * time.Millisecond
-	run := e.start(stackOptions{}, wo)
+	c := testenv.StartClusterWith(t, persist)
+	backends := []struct {
+		backend
+		start func() error
+	}{
+		{standalone(t, r), r.Start},
+		{cluster(t, c), func() error {
+			for _, n := range c.Nodes {
+				if err := n.Start(); err != nil {
+					return err
+				}
+			}
+			return c.WaitReady(30 * time.Second)
+		}},
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			slowStarted := make(chan struct{})
+			var slowOnce atomic.Bool
+			e := newEnv(t, b.client, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				if strings.HasPrefix(req.URL.Path, "/slow") && slowOnce.CompareAndSwap(false, true) {
+					close(slowStarted)
+					time.Sleep(700 * time.Millisecond) // answers while Redis is down
+				}
+				okBody(w, req)
+			}))
+			wo := e.workerOptions()
+			wo.MaxConsecutiveFailures = 1000
+			wo.ClaimMinIdle = 300 * time.Millisecond
+			run := e.start(stackOptions{}, wo)
 
-	for _, id := range []string{"c1", "c2", "c3"} {
-		e.addModel(e.command(id, e.url("w.test", "/ok/"+id)))
+			for _, id := range []string{"c1", "c2", "c3"} {
+				e.addModel(e.command(id, e.url("w.test", "/ok/"+id)))
+			}
+			e.waitFacts(3, 10*time.Second)
+			e.waitSettled(10 * time.Second)
+			e.addModel(e.command("c-slow", e.url("w.test", "/slow")))
+			<-slowStarted
+			b.stop()
+			eventually(t, 10*time.Second, "the worker to notice the outage", func() bool {
+				logs := e.logs.String()
+				return strings.Contains(logs, "worker cycle failed") && strings.Contains(logs, "could not record a command's fate")
+			})
+			if err := b.start(); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []string{"c4", "c5", "c6"} {
+				e.addModel(e.command(id, e.url("w.test", "/ok/"+id)))
+			}
+			facts := e.waitFacts(7, 30*time.Second)
+			e.waitSettled(10 * time.Second)
+			got := commandIDs(facts)
+			want := []string{"c1", "c2", "c3", "c4", "c5", "c6", "c-slow"}
+			if diff := cmp.Diff(want, got, cmpSorted); diff != "" {
+				t.Errorf("facts mismatch (-want +got):\n%s", diff)
+			}
+			select {
+			case <-run.finished:
+				t.Fatalf("Run returned during the outage: %v", run.err)
+			default:
+			}
+			eventually(t, 10*time.Second, "the worker to be healthy again", run.worker.Healthy)
+			eventually(t, 5*time.Second, "a log line saying the loop recovered", func() bool {
+				return strings.Contains(e.logs.String(), "worker cycle recovered")
+			})
+		})
 	}
-	e.waitFacts(3, 10*time.Second)
-	e.waitSettled(10 * time.Second)
-	e.addModel(e.command("c-slow", e.url("w.test", "/slow")))
-	<-slowStarted
-	r.Stop()
-	eventually(t, 10*time.Second, "the worker to notice the outage", func() bool {
-		logs := e.logs.String()
-		return strings.Contains(logs, "worker cycle failed") && strings.Contains(logs, "could not record a command's fate")
-	})
-	if err := r.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"c4", "c5", "c6"} {
-		e.addModel(e.command(id, e.url("w.test", "/ok/"+id)))
-	}
-	facts := e.waitFacts(7, 20*time.Second)
-	e.waitSettled(10 * time.Second)
-	got := commandIDs(facts)
-	want := []string{"c1", "c2", "c3", "c4", "c5", "c6", "c-slow"}
-	if diff := cmp.Diff(want, got, cmpSorted); diff != "" {
-		t.Errorf("facts mismatch (-want +got):\n%s", diff)
-	}
-	select {
-	case <-run.finished:
-		t.Fatalf("Run returned during the outage: %v", run.err)
-	default:
-	}
-	eventually(t, 5*time.Second, "the worker to be healthy again", run.worker.Healthy)
-	eventually(t, 5*time.Second, "a log line saying the loop recovered", func() bool {
-		return strings.Contains(e.logs.String(), "worker cycle recovered")
-	})
 }
 
 var cmpSorted = cmp.Transformer("sorted", func(in []string) []string {

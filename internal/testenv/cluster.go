@@ -42,7 +42,15 @@ const clusterMasters = 3
 // cluster cannot start.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
-	c, err := NewCluster()
+	return StartClusterWith(t, RedisOptions{})
+}
+
+// StartClusterWith is StartCluster with extra arguments for every node, e.g.
+// {"--appendonly", "yes", "--appendfsync", "always"} so a node keeps its
+// data across Stop and Start.
+func StartClusterWith(t testing.TB, opts RedisOptions) *Cluster {
+	t.Helper()
+	c, err := NewClusterWith(opts)
 	if err != nil {
 		t.Fatalf("start redis cluster: %v", err)
 	}
@@ -54,13 +62,16 @@ func StartCluster(t testing.TB) *Cluster {
 // into one cluster and waits until every node reports cluster_state:ok. The
 // caller must Close it. Use it from TestMain to share one cluster across a
 // package's tests.
-func NewCluster() (*Cluster, error) {
+func NewCluster() (*Cluster, error) { return NewClusterWith(RedisOptions{}) }
+
+// NewClusterWith is NewCluster with extra arguments for every node.
+func NewClusterWith(opts RedisOptions) (*Cluster, error) {
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		return nil, ErrNoRedisCLI
 	}
 	c := &Cluster{}
 	for range clusterMasters {
-		n, err := newClusterNode()
+		n, err := newClusterNode(opts.Args)
 		if err != nil {
 			c.Close()
 			return nil, err
@@ -85,7 +96,7 @@ func NewCluster() (*Cluster, error) {
 // newClusterNode starts one cluster-enabled server. The cluster bus port is
 // chosen explicitly: the default (port+10000) does not exist for the upper
 // part of the ephemeral range the kernel hands out.
-func newClusterNode() (*Redis, error) {
+func newClusterNode(extra []string) (*Redis, error) {
 	var lastErr error
 	for range 5 {
 		bus, err := FreePort()
@@ -93,14 +104,14 @@ func newClusterNode() (*Redis, error) {
 			lastErr = err
 			continue
 		}
-		n, err := NewRedis(RedisOptions{Args: []string{
+		n, err := NewRedis(RedisOptions{Args: append([]string{
 			"--cluster-enabled", "yes",
 			// Relative to the node's own --dir, which NewRedis makes unique,
 			// so a restarted node finds its configuration again.
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-port", strconv.Itoa(bus),
 			"--cluster-node-timeout", "2000",
-		}})
+		}, extra...)})
 		if err != nil {
 			lastErr = err
 			continue
