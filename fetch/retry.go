@@ -101,27 +101,9 @@ func (f *Fetcher) Get(ctx context.Context, url string, opts GetOptions) (*Docume
 	if err != nil {
 		return nil, err
 	}
-	retries := opts.Retries
-	switch {
-	case retries == 0:
-		retries = DefaultGetRetries
-	case retries < 0:
-		retries = 0
-	}
-	base := opts.Backoff
-	switch {
-	case base == 0:
-		base = DefaultGetBackoff
-	case base < 0:
-		base = 0
-	}
-	timeout := opts.Timeout
-	switch {
-	case timeout == 0:
-		timeout = DefaultGetTimeout
-	case timeout < 0:
-		timeout = 0
-	}
+	retries := zeroMeans(opts.Retries, DefaultGetRetries)
+	base := zeroMeans(opts.Backoff, DefaultGetBackoff)
+	timeout := zeroMeans(opts.Timeout, DefaultGetTimeout)
 	sleep := opts.Sleep
 	if sleep == nil {
 		sleep = func(ctx context.Context, d time.Duration) error { return sleepFor(ctx, f.stop, d) }
@@ -304,4 +286,16 @@ func backoff(n int, base time.Duration, u float64) time.Duration {
 		return MaxGetWait
 	}
 	return time.Duration(w)
+}
+
+// zeroMeans reads an option where zero means the default and a negative
+// value means none at all.
+func zeroMeans[T int | time.Duration](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }
