@@ -5,14 +5,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/replicator-go/replicator/internal/testenv"
 )
 
 // workerBin is the replicator binary built once for the package's tests,
@@ -20,24 +18,7 @@ import (
 // killed, and its timing is the real binary's.
 var workerBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "replicator-bench-bin-*")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	workerBin = filepath.Join(dir, "replicator")
-	build := exec.Command("go", "build", "-o", workerBin, "../replicator")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the replicator binary:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.MainWithBinary(m, "../replicator", &workerBin) }
 
 // testBench is a bench for one test: a private Redis, the prebuilt
 // worker, a scratch dir the test owns.

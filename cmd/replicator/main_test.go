@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,27 +19,10 @@ import (
 // they exercise the real process: flags, environment, signals, exit codes.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "replicator-bin-*")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "replicator")
-	// Built without the race detector even under -race: the worker tests
-	// measure request spacing, and the package tests of fetch and policy
-	// run that code under the detector in-process.
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the replicator binary:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+// Built without the race detector even under -race: the worker tests
+// measure request spacing, and the package tests of fetch and policy run
+// that code under the detector in-process.
+func TestMain(m *testing.M) { testenv.MainWithBinary(m, ".", &binary) }
 
 // result is what one run of the binary produced.
 type result struct {
