@@ -192,6 +192,9 @@ type Worker struct {
 	claimCursor   string
 	nextReclaim   time.Time
 
+	// commit batches the fate writes of completed commands.
+	commit committer
+
 	// capacity is signalled whenever a held command is released.
 	capacity chan struct{}
 
@@ -201,8 +204,6 @@ type Worker struct {
 	hosts     map[string]*hostQueue
 	seq       uint64
 	stopping  bool
-	nHeld     atomic.Int64
-	nParked   atomic.Int64
 }
 
 // NewWorker returns a Worker that reads commands through client and hands
@@ -316,7 +317,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	clear(w.held)
 	clear(w.byCommand)
 	clear(w.hosts)
-	w.countLocked()
 	w.mu.Unlock()
 
 	refreshCtx, stopRefresh := context.WithCancel(base)
@@ -476,7 +476,6 @@ func (w *Worker) beginStop() int {
 			delete(w.hosts, key)
 		}
 	}
-	w.countLocked()
 	return dropped
 }
 

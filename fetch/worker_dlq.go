@@ -207,19 +207,8 @@ func (w *Worker) close(it *item, out Outcome) {
 		// Fact, then dedupe key, then ack: a crash in between repeats the
 		// fact, never loses it. Unlike a failure's fact, this one is not
 		// swallowed: no dead letter would stand in for it.
-		if out.Fact != nil {
-			if err := w.publish(ctx, out.Fact); err != nil {
-				w.fateError(ctx, it, "publish", err)
-				return
-			}
-		}
-		if err := w.remember(ctx, it); err != nil {
-			w.fateError(ctx, it, "dedupe", err)
-			return
-		}
-		if err := w.ack(ctx, it.id); err != nil {
-			w.fateError(ctx, it, "ack", err)
-		}
+		w.complete(it, out.Fact)
+		return
 	case Permanent:
 		if fact, ok := out.Fact.(*envelope.FetchFailed); ok {
 			w.announce(ctx, it.id, it.cmd, fact)

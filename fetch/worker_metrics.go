@@ -67,11 +67,11 @@ func newWorkerMetrics(w *Worker, slots Slots) *workerMetrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "replicator_held_commands",
 			Help: "Commands held in memory: waiting, parked, being handled or being closed.",
-		}, func() float64 { return float64(w.nHeld.Load()) }),
+		}, func() float64 { n, _ := w.heldCounts(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "replicator_parked_commands",
 			Help: "Commands parked in memory until their host is due.",
-		}, func() float64 { return float64(w.nParked.Load()) }),
+		}, func() float64 { _, n := w.heldCounts(); return float64(n) }),
 	)
 	if s, ok := slots.(semaphore); ok {
 		m.funcs = append(m.funcs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{

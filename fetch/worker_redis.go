@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -289,20 +288,22 @@ func (w *Worker) deliveryCount(ctx context.Context, id string) (int, error) {
 // dedupeKey is where a handled command_id is remembered.
 func (w *Worker) dedupeKey(commandID string) string { return w.o.DedupePrefix + commandID }
 
-// remember sets the dedupe key of a completed command. NX: a redelivery
-// never extends the window the first completion opened.
-func (w *Worker) remember(ctx context.Context, it *item) error {
-	ttl := int64(math.Ceil(w.o.DedupeTTL.Seconds()))
-	cmd := w.client.B().Set().Key(w.dedupeKey(it.cmd.CommandID)).Value(it.id).Nx().ExSeconds(max(ttl, 1)).Build()
-	if err := w.client.Do(ctx, cmd).Error(); err != nil && !rueidis.IsRedisNil(err) {
-		return fmt.Errorf("fetch: SET dedupe key: %w", err)
+// publish appends a fact to the facts stream.
+func (w *Worker) publish(ctx context.Context, fact envelope.Model) error {
+	cmd, err := w.factCommand(fact)
+	if err != nil {
+		return err
 	}
+	if err := w.client.Do(ctx, cmd).Error(); err != nil {
+		return fmt.Errorf("fetch: XADD %s: %w", w.o.FactsStream, err)
+	}
+	w.markOK()
 	return nil
 }
 
-// publish stamps a fact's occurred_at with the publish time and appends it
-// to the facts stream.
-func (w *Worker) publish(ctx context.Context, fact envelope.Model) error {
+// factCommand stamps a fact's occurred_at with the publish time and builds
+// the XADD that appends it to the facts stream.
+func (w *Worker) factCommand(fact envelope.Model) (rueidis.Completed, error) {
 	now := w.now().UTC()
 	switch f := fact.(type) {
 	case *envelope.BlobAvailable:
@@ -312,17 +313,13 @@ func (w *Worker) publish(ctx context.Context, fact envelope.Model) error {
 	}
 	fields, err := envelope.ToWire(fact)
 	if err != nil {
-		return fmt.Errorf("fetch: encode fact: %w", err)
+		return rueidis.Completed{}, fmt.Errorf("fetch: encode fact: %w", err)
 	}
 	b := w.client.B().Xadd().Key(w.o.FactsStream).Id("*").FieldValue()
 	for _, name := range frameFields {
 		b = b.FieldValue(name, fields[name])
 	}
-	if err := w.client.Do(ctx, b.Build()).Error(); err != nil {
-		return fmt.Errorf("fetch: XADD %s: %w", w.o.FactsStream, err)
-	}
-	w.markOK()
-	return nil
+	return b.Build(), nil
 }
 
 // frameFields is the order facts are written in.

@@ -154,7 +154,6 @@ func (w *Worker) route(it *item) (held bool, why string) {
 	w.byCommand[it.cmd.CommandID] = it
 	q.insert(it)
 	w.dispatchLocked(q)
-	w.countLocked()
 	return true, ""
 }
 
@@ -205,7 +204,6 @@ func (w *Worker) armLocked(q *hostQueue, at time.Time) {
 		}
 		q.timer = nil
 		w.dispatchLocked(q)
-		w.countLocked()
 	})
 }
 
@@ -253,7 +251,6 @@ func (w *Worker) requeue(it *item, out Outcome) bool {
 			if nq != q {
 				w.dispatchLocked(q)
 			}
-			w.countLocked()
 			w.m.commands.WithLabelValues("parked", "").Inc()
 			w.log.Debug("parked a command until its host is due", "message_id", it.id,
 				"command_id", it.cmd.CommandID, "host", host, "park_ms", out.Park.Wait.Milliseconds(), "parks", it.parks)
@@ -274,7 +271,6 @@ func (w *Worker) release(it *item) {
 	if w.byCommand[it.cmd.CommandID] == it {
 		delete(w.byCommand, it.cmd.CommandID)
 	}
-	w.countLocked()
 	w.mu.Unlock()
 	select {
 	case w.capacity <- struct{}{}:
@@ -309,7 +305,6 @@ func (w *Worker) lose(ids []string) []string {
 			dropped = append(dropped, id)
 		}
 	}
-	w.countLocked()
 	w.mu.Unlock()
 	if len(dropped) > 0 {
 		select {
@@ -340,12 +335,13 @@ func (w *Worker) isHeld(id string) bool {
 	return ok
 }
 
-// countLocked publishes the held and parked counts for the gauges.
-func (w *Worker) countLocked() {
-	parked := 0
+// heldCounts returns the commands held in memory and how many of them are
+// parked: what the gauges show, counted when they are read.
+func (w *Worker) heldCounts() (held, parked int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, q := range w.hosts {
 		parked += q.parked
 	}
-	w.nHeld.Store(int64(len(w.held)))
-	w.nParked.Store(int64(parked))
+	return len(w.held), parked
 }
