@@ -222,52 +222,62 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 // blob already exists, touches it instead. It holds the shard's lock so
 // the sweep cannot reap the blob between the check and the touch, nor
 // remove the shard between its mkdir and the rename.
+//
+// The rename comes first and refuses to replace: on the common path (a new
+// blob in an existing shard) it is the only call on the final name. Its
+// failure says what to do: the blob exists (touch it) or a level of the
+// shard is missing (make it and try again).
 func (s *Sink) publish(tmp, fp string, now time.Time) (created bool, err error) {
 	mu := s.shardLock(fp[0:2])
 	mu.Lock()
 	defer mu.Unlock()
 	final := s.Path(fp)
+	// The blob's retention clock starts when the store began, the time
+	// ExpiresAt is computed from.
+	if err := os.Chtimes(tmp, now, now); err != nil {
+		return false, fmt.Errorf("local: publish blob: %w", err)
+	}
 	// A few attempts, because another process sharing the tree may sweep
 	// the file or its shard away between two of these steps.
 	for attempt := 1; ; attempt++ {
-		fi, err := os.Lstat(final)
+		err := renameNoReplace(tmp, final)
 		switch {
-		case err == nil && !fi.Mode().IsRegular():
-			return false, fmt.Errorf("local: %s exists and is not a regular file", final)
 		case err == nil:
-			if !fi.ModTime().Before(now) {
-				return false, nil // touched at least as recently already
-			}
-			err = os.Chtimes(final, now, now)
+			return true, nil
+		case errors.Is(err, fs.ErrExist):
+			err = touch(final, now)
 			if err == nil {
 				return false, nil
 			}
 			if !errors.Is(err, fs.ErrNotExist) || attempt >= 3 {
 				return false, fmt.Errorf("local: touch blob: %w", err)
 			}
-			continue // reaped since the Lstat: publish ours instead
-		case !errors.Is(err, fs.ErrNotExist):
-			return false, fmt.Errorf("local: stat blob: %w", err)
-		}
-		if err := ensureDir(filepath.Dir(final)); err != nil {
-			if !errors.Is(err, fs.ErrNotExist) || attempt >= 3 {
+			// Reaped since the rename failed: publish ours instead.
+		case errors.Is(err, fs.ErrNotExist) && attempt < 3:
+			if err := ensureDir(filepath.Dir(final)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return false, err
 			}
-			continue // another process swept a level we just made
-		}
-		// The blob's retention clock starts when the store began, the time
-		// ExpiresAt is computed from.
-		if err := os.Chtimes(tmp, now, now); err != nil {
-			return false, fmt.Errorf("local: publish blob: %w", err)
-		}
-		err = os.Rename(tmp, final)
-		if err == nil {
-			return true, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) || attempt >= 3 {
+			// Made, or another process swept a level we just made.
+		default:
 			return false, fmt.Errorf("local: publish blob: %w", err)
 		}
 	}
+}
+
+// touch moves an existing blob's mtime forward to now, so the sweep keeps
+// it at least until the expiry announced for this Put.
+func touch(path string, now time.Time) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s exists and is not a regular file", path)
+	}
+	if !fi.ModTime().Before(now) {
+		return nil // touched at least as recently already
+	}
+	return os.Chtimes(path, now, now)
 }
 
 // Open implements sink.Sink. The caller closes the returned *os.File.
@@ -311,46 +321,40 @@ func (s *Sink) shardLock(top string) *sync.Mutex {
 	return &s.shards[i]
 }
 
-// ensureDir creates dir and any missing parents one level at a time, each
-// chmodded to 0755 because Mkdir's mode is masked by the umask and a 0700
-// level anywhere would hide the blobs from other readers. Levels that
-// already exist are left as they are.
+// ensureDir creates dir and any missing parents, each chmodded to 0755
+// because Mkdir's mode is masked by the umask and a 0700 level anywhere
+// would hide the blobs from other readers. Levels that already exist are
+// left as they are (one made concurrently has its maker's mode).
 func ensureDir(dir string) error {
-	fi, err := os.Stat(dir)
-	if err == nil {
-		if !fi.IsDir() {
-			return fmt.Errorf("local: %s is not a directory", dir)
-		}
-		return nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("local: %w", err)
-	}
-	var missing []string
-	for p := dir; ; {
-		if _, err := os.Lstat(p); err == nil {
-			break
-		}
-		missing = append(missing, p)
-		parent := filepath.Dir(p)
-		if parent == p {
-			break
-		}
-		p = parent
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		p := missing[i]
-		if err := os.Mkdir(p, dirMode); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				continue // made concurrently: its mode is its maker's
+	for attempt := 1; ; attempt++ {
+		err := os.Mkdir(dir, dirMode)
+		switch {
+		case err == nil:
+			if err := os.Chmod(dir, dirMode); err != nil {
+				return fmt.Errorf("local: %w", err)
 			}
-			return fmt.Errorf("local: %w", err)
-		}
-		if err := os.Chmod(p, dirMode); err != nil {
+			return nil
+		case errors.Is(err, fs.ErrExist):
+			fi, err := os.Stat(dir)
+			if err != nil {
+				return fmt.Errorf("local: %w", err)
+			}
+			if !fi.IsDir() {
+				return fmt.Errorf("local: %s is not a directory", dir)
+			}
+			return nil
+		case errors.Is(err, fs.ErrNotExist) && attempt == 1:
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				return fmt.Errorf("local: %w", err)
+			}
+			if err := ensureDir(parent); err != nil {
+				return err
+			}
+		default:
 			return fmt.Errorf("local: %w", err)
 		}
 	}
-	return nil
 }
 
 // level is one directory that others cannot traverse.

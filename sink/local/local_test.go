@@ -662,3 +662,33 @@ func TestRunSweepsUntilCancelled(t *testing.T) {
 		t.Errorf("tree = %v, want the stale temp swept", got)
 	}
 }
+
+func TestRenameUnlessExists(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, p := range []string{a, b} {
+		if err := os.WriteFile(p, []byte(p), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, rename := range map[string]func(string, string) error{"portable": renameUnlessExists, "native": renameNoReplace} {
+		if err := rename(a, b); !errors.Is(err, fs.ErrExist) {
+			t.Errorf("%s: onto an existing name: %v, want ErrExist", name, err)
+		}
+		if got, _ := os.ReadFile(b); string(got) != b {
+			t.Errorf("%s: the existing file was replaced", name)
+		}
+	}
+	if err := renameUnlessExists(a, filepath.Join(dir, "c")); err != nil {
+		t.Fatalf("onto a free name: %v", err)
+	}
+	if err := renameNoReplace(filepath.Join(dir, "c"), filepath.Join(dir, "d")); err != nil {
+		t.Fatalf("onto a free name: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "d")); string(got) != a {
+		t.Errorf("renamed file holds %q", got)
+	}
+	if err := renameNoReplace(filepath.Join(dir, "d"), filepath.Join(dir, "missing", "e")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("into a missing directory: %v, want ErrNotExist", err)
+	}
+}
