@@ -81,6 +81,9 @@ func TestRedisPacer(t *testing.T) {
 			t.Run("keys expire once they cannot matter", func(t *testing.T) {
 				testKeyExpiry(t, client)
 			})
+			t.Run("an unspaced host writes nothing until escalated", func(t *testing.T) {
+				testUnspacedHost(t, client, newClient(t, be.addrs...))
+			})
 		})
 	}
 }
@@ -122,6 +125,41 @@ func testSharedState(t *testing.T, c1, c2 rueidis.Client) {
 	r, err = p1.Reserve(ctx, "a.test", long)
 	if err != nil || !r.OK || r.Interval != 4*time.Second || !near(r.Wait, 5*time.Second, 200*time.Millisecond) {
 		t.Fatalf("p1 Reserve after refusals = %+v, %v; want a slot about 5s out at 4s spacing", r, err)
+	}
+}
+
+// testUnspacedHost checks that a host with no floor costs no key until a
+// refusal escalates it, and that the escalation then binds every pacer.
+func testUnspacedHost(t *testing.T, c1, c2 rueidis.Client) {
+	ctx := context.Background()
+	zero := time.Duration(0)
+	opts := RedisOptions{KeyPrefix: "test:unspaced:", DefaultInterval: &zero}
+	p1, p2 := NewRedis(c1, opts), NewRedis(c2, opts)
+	exists := func() int64 {
+		t.Helper()
+		n, err := c1.Do(ctx, c1.B().Exists().Key(p1.Key("u.test")).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for range 3 {
+		r, err := p1.Reserve(ctx, "u.test", long)
+		if err != nil || !r.OK || r.Wait != 0 || r.Interval != 0 {
+			t.Fatalf("Reserve of an unspaced host = %+v, %v; want an immediate slot", r, err)
+		}
+		// No Sent: a slot with no interval holds nothing to release.
+	}
+	if exists() != 0 {
+		t.Fatal("an unspaced host with no escalation has a key")
+	}
+	got, err := p2.Refused(ctx, "u.test", 0)
+	if err != nil || got != EscalationFirstStep {
+		t.Fatalf("Refused = %v, %v; want the first escalation step %v", got, err, EscalationFirstStep)
+	}
+	r, err := p1.Reserve(ctx, "u.test", long)
+	if err != nil || !r.OK || r.Interval != EscalationFirstStep || !near(r.Wait, EscalationFirstStep, 200*time.Millisecond) {
+		t.Fatalf("Reserve after another pacer's refusal = %+v, %v; want a slot %v out", r, err, EscalationFirstStep)
 	}
 }
 
