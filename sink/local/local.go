@@ -157,11 +157,11 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 	if err := ctx.Err(); err != nil {
 		return sink.Blob{}, err
 	}
-	f, err := os.CreateTemp(s.dir, tempPrefix+"*"+tempSuffix)
+	f, err := createTemp(s.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		// The root was removed from under us; recreate it once.
 		if err = ensureDir(s.dir); err == nil {
-			f, err = os.CreateTemp(s.dir, tempPrefix+"*"+tempSuffix)
+			f, err = createTemp(s.dir)
 		}
 	}
 	if err != nil {
@@ -184,7 +184,7 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 	if err != nil {
 		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
 	}
-	// CreateTemp makes the file 0600 and chmod ignores the umask.
+	// The temp is made 0600, and chmod ignores the umask.
 	if err := f.Chmod(blobMode); err != nil {
 		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
 	}
