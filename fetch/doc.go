@@ -55,6 +55,9 @@
 // anywhere may repeat a fact, never announce unstored bytes. Frames that do
 // not decode, foreign payloads and blank command_ids are dead-lettered with
 // no fact; a command_id seen within the dedupe window is acked and dropped.
+// Commands that complete together have their facts, dedupe keys and acks
+// written together, one pipelined round trip per step, each command's
+// steps still in that order.
 //
 // Broker trouble is the loop's, not the message's: failed cycles back off,
 // and after WorkerOptions.MaxConsecutiveFailures Run returns

@@ -85,7 +85,9 @@
 // atomically, timed by the Redis server's clock so workers on different
 // machines agree; each worker maps the server's clock to its own (NTP-style,
 // from the quickest round trip) so the wait it sleeps does not include the
-// reply's latency. Keys expire once their spacing and escalation have lapsed
+// reply's latency. A host with no floor has no key until a refusal
+// escalates it, so while it has none one EXISTS decides instead of the
+// script. Keys expire once their spacing and escalation have lapsed
 // (plus a minute's grace), so idle hosts vanish. If Redis fails, decisions
 // fall back to a [Local] pacer that has been following the fleet's
 // decisions, logged once on the way down (WARN) and once on the way back
