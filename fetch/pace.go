@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http/httptrace"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -83,11 +84,16 @@ func (f *Fetcher) admit(ctx context.Context, host string) (paced time.Duration, 
 }
 
 // departureTrace reports the request's departure to the pacer once its
-// headers are on the wire: a connect or TLS handshake can take long enough
-// to matter, and the origin measures spacing between arrivals. The pacer
-// holds the host until it hears, so done must be called once the request
-// is over: if the request never left (a failed dial, a cancellation) it
-// reports the abandonment instead.
+// first bytes are written to the connection: a connect or TLS handshake can
+// take long enough to matter, and the origin measures spacing between
+// arrivals. The pacer holds the host until it hears, so done must be called
+// once the request is over: if the request never left (a failed dial, a
+// cancellation) it reports the abandonment instead.
+//
+// On HTTP/2 the connection's next write after it is handed to the request
+// may be another stream's frame; for a spaced host that can only move the
+// report earlier by a frame, since its lease keeps every other request to
+// the host from being between grant and departure.
 func (f *Fetcher) departureTrace(ctx context.Context, host string) (_ context.Context, done func()) {
 	detached := context.WithoutCancel(ctx)
 	var once sync.Once
@@ -98,10 +104,24 @@ func (f *Fetcher) departureTrace(ctx context.Context, host string) (_ context.Co
 			}
 		})
 	}
+	// Not inline: the hooks run on the connection's writer, and a fleet
+	// pacer answers over the network.
+	reportAsync := func() { go report() }
+	var armed atomic.Bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		// Not inline: the hook runs on the connection's write loop, and a
-		// fleet pacer answers over the network.
-		WroteHeaders: func() { go report() },
+		GotConn: func(info httptrace.GotConnInfo) {
+			if dc := departureConnOf(info.Conn); dc != nil {
+				armed.Store(true)
+				dc.onNextWrite(reportAsync)
+			}
+		},
+		// A connection not dialed by this Fetcher's transport: the flush
+		// follows this hook closely.
+		WroteRequest: func(httptrace.WroteRequestInfo) {
+			if !armed.Load() {
+				reportAsync()
+			}
+		},
 	})
 	return ctx, report
 }

@@ -1,7 +1,9 @@
 package fetch
 
 import (
+	"context"
 	"crypto/tls"
+	"net"
 	"net/http"
 	"time"
 
@@ -11,7 +13,8 @@ import (
 // newTransport builds the one connection pool a Fetcher uses. Every
 // connection is dialed through the guard, so the address actually dialed is
 // judged (closing DNS rebinding). Environment proxies are never used: a
-// proxy would dial on our behalf, out of the guard's sight. Timeouts are
+// proxy would dial on our behalf, out of the guard's sight. Connections
+// are wrapped to report when a request's bytes have left (departureConn). Timeouts are
 // per request (the watchdog), not per transport.
 func newTransport(g *guard.Guard, tlsConfig *tls.Config) *http.Transport {
 	if tlsConfig == nil {
@@ -20,8 +23,14 @@ func newTransport(g *guard.Guard, tlsConfig *tls.Config) *http.Transport {
 		tlsConfig = tlsConfig.Clone()
 	}
 	return &http.Transport{
-		Proxy:                  nil,
-		DialContext:            g.DialContext,
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, address string) (net.Conn, error) {
+			c, err := g.DialContext(ctx, network, address)
+			if err != nil {
+				return nil, err
+			}
+			return &departureConn{Conn: c}, nil
+		},
 		TLSClientConfig:        tlsConfig,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           1024,
