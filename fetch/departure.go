@@ -7,11 +7,11 @@ import (
 )
 
 // departureConn is a dialed connection that tells a request when its first
-// bytes have left: the write to the socket has returned. net/http's own
-// hooks (WroteHeaders, WroteRequest) run while the request still sits in
-// the connection's buffer, before the flush; a writer descheduled between
-// the hook and the flush would let a fleet grant the host's next slot from
-// a departure that had not happened yet.
+// bytes have left: the write to the socket has returned. For HTTP/1,
+// net/http's own hooks (WroteHeaders, WroteRequest) run while the request
+// still sits in the connection's buffer, before the flush; a writer
+// descheduled between the hook and the flush would let a fleet grant the
+// host's next slot from a departure that had not happened yet.
 type departureConn struct {
 	net.Conn
 	hook atomic.Pointer[func()]

@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
@@ -90,10 +91,10 @@ func (f *Fetcher) admit(ctx context.Context, host string) (paced time.Duration, 
 // once the request is over: if the request never left (a failed dial, a
 // cancellation) it reports the abandonment instead.
 //
-// On HTTP/2 the connection's next write after it is handed to the request
-// may be another stream's frame; for a spaced host that can only move the
-// report earlier by a frame, since its lease keeps every other request to
-// the host from being between grant and departure.
+// HTTP/1 owns its connection for the request, so the connection's first
+// write after it is handed over carries the request (departureConn).
+// HTTP/2 shares its connection with other streams' frames, but calls
+// WroteHeaders once the HEADERS frame is flushed, which is the departure.
 func (f *Fetcher) departureTrace(ctx context.Context, host string) (_ context.Context, done func()) {
 	detached := context.WithoutCancel(ctx)
 	var once sync.Once
@@ -107,24 +108,40 @@ func (f *Fetcher) departureTrace(ctx context.Context, host string) (_ context.Co
 	// Not inline: the hooks run on the connection's writer, and a fleet
 	// pacer answers over the network.
 	reportAsync := func() { go report() }
-	var armed atomic.Bool
+	var via atomic.Int32
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
+			if tc, ok := info.Conn.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
+				via.Store(viaHeaders)
+				return
+			}
 			if dc := departureConnOf(info.Conn); dc != nil {
-				armed.Store(true)
+				via.Store(viaWrite)
 				dc.onNextWrite(reportAsync)
+			}
+		},
+		WroteHeaders: func() {
+			if via.Load() == viaHeaders {
+				reportAsync()
 			}
 		},
 		// A connection not dialed by this Fetcher's transport: the flush
 		// follows this hook closely.
 		WroteRequest: func(httptrace.WroteRequestInfo) {
-			if !armed.Load() {
+			if via.Load() == viaUnknown {
 				reportAsync()
 			}
 		},
 	})
 	return ctx, report
 }
+
+// How departureTrace learns that a request has left.
+const (
+	viaUnknown = iota
+	viaWrite   // the connection's first write after GotConn (HTTP/1)
+	viaHeaders // WroteHeaders, called after the flush (HTTP/2)
+)
 
 // sleepFor waits d, returning early with ErrStopping when stop closes or
 // with ctx.Err() when ctx ends.
