@@ -18,13 +18,17 @@ import (
 // every command of a busy worker and check that no later step was taken
 // for any of them, then that the commands complete once the step works.
 
-// loadCommands queues n commands spread over 20 hosts.
-func (e *wenv) loadCommands(n int) []*envelope.ContentFetch {
+// startLoaded queues n commands spread over 20 hosts and starts a worker
+// with 16 requests in flight that does not give up on a failing broker.
+func (e *wenv) startLoaded(n int) []*envelope.ContentFetch {
 	cmds := make([]*envelope.ContentFetch, n)
 	for i := range cmds {
 		cmds[i] = e.command(fmt.Sprintf("c%03d", i), e.url(fmt.Sprintf("h%d.test", i%20), fmt.Sprintf("/%d", i)))
 	}
 	e.addMany(cmds)
+	wo := e.workerOptions()
+	wo.MaxConsecutiveFailures = 1000
+	e.start(stackOptions{slots: 16}, wo)
 	return cmds
 }
 
@@ -60,10 +64,7 @@ func TestWorkerFactFailureTakesNoLaterStep(t *testing.T) {
 			// A string where the facts stream should be: every XADD fails.
 			e.do(e.client.B().Set().Key(e.facts).Value("not a stream").Build())
 			const n = 60
-			cmds := e.loadCommands(n)
-			wo := e.workerOptions()
-			wo.MaxConsecutiveFailures = 1000
-			e.start(stackOptions{slots: 16}, wo)
+			cmds := e.startLoaded(n)
 			eventually(t, 20*time.Second, "every command fetched and its fact refused", func() bool {
 				return e.origin.Count() >= n && strings.Count(e.logs.String(), `"op":"publish"`) >= n
 			})
@@ -105,10 +106,7 @@ func TestWorkerDedupeFailureLeavesCommandPending(t *testing.T) {
 
 	e := newEnv(t, client, http.HandlerFunc(okBody))
 	const n = 60
-	cmds := e.loadCommands(n)
-	wo := e.workerOptions()
-	wo.MaxConsecutiveFailures = 1000
-	e.start(stackOptions{slots: 16}, wo)
+	cmds := e.startLoaded(n)
 	eventually(t, 20*time.Second, "every command's dedupe key refused", func() bool {
 		return strings.Count(e.logs.String(), `"op":"dedupe"`) >= n
 	})

@@ -200,15 +200,16 @@ func (w *Worker) announce(ctx context.Context, id string, cmd *envelope.ContentF
 // leaves the entry pending: it returns through the reclaim, and the cycle
 // counts as failed.
 func (w *Worker) close(it *item, out Outcome) {
-	ctx, cancel := context.WithTimeout(w.writeCtx, fateTimeout)
-	defer cancel()
-	switch out.Kind {
-	case Stored, NotModified:
+	if out.Kind == Stored || out.Kind == NotModified {
 		// Fact, then dedupe key, then ack: a crash in between repeats the
 		// fact, never loses it. Unlike a failure's fact, this one is not
 		// swallowed: no dead letter would stand in for it.
 		w.complete(it, out.Fact)
 		return
+	}
+	ctx, cancel := context.WithTimeout(w.writeCtx, fateTimeout)
+	defer cancel()
+	switch out.Kind {
 	case Permanent:
 		if fact, ok := out.Fact.(*envelope.FetchFailed); ok {
 			w.announce(ctx, it.id, it.cmd, fact)

@@ -152,18 +152,7 @@ func (r *Redis) Reserve(ctx context.Context, host string, maxWait time.Duration)
 	if err := ctx.Err(); err != nil {
 		return Reservation{}, err
 	}
-	if res, ok, err := r.reserveUnspaced(ctx, host); ok || err != nil {
-		if err != nil {
-			if ctx.Err() != nil {
-				return Reservation{}, ctx.Err()
-			}
-			r.degrade(err)
-			return r.fallback.Reserve(ctx, host, maxWait)
-		}
-		r.recover()
-		return res, nil
-	}
-	v, err := r.exec(ctx, host, "reserve", max(maxWait, -time.Microsecond))
+	res, err := r.reserve(ctx, host, maxWait)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Reservation{}, ctx.Err()
@@ -172,6 +161,23 @@ func (r *Redis) Reserve(ctx context.Context, host string, maxWait time.Duration)
 		return r.fallback.Reserve(ctx, host, maxWait)
 	}
 	r.recover()
+	return res, nil
+}
+
+// reserve takes the fleet's decision: for a host with no floor and no
+// fleet state one EXISTS decides (the script would grant at once and write
+// nothing), otherwise the script.
+func (r *Redis) reserve(ctx context.Context, host string, maxWait time.Duration) (Reservation, error) {
+	floor := floorFor(r.floors, r.def, host)
+	if floor <= 0 {
+		if res, ok, err := r.reserveUnspaced(ctx, host); ok || err != nil {
+			return res, err
+		}
+	}
+	v, err := r.exec(ctx, host, "reserve", floor, max(maxWait, -time.Microsecond))
+	if err != nil {
+		return Reservation{}, err
+	}
 	now := time.Now()
 	res := Reservation{OK: v.ok, Wait: max(0, v.slot.Sub(now)), Interval: v.interval, At: v.slot}
 	var goesOut time.Time
@@ -186,11 +192,8 @@ func (r *Redis) Reserve(ctx context.Context, host string, maxWait time.Duration)
 // the fleet holds no state for it (no escalation, no request awaiting its
 // departure), the script would grant at once and write nothing, so one
 // EXISTS decides the same at a fraction of the server's time. ok is false
-// when the host has a floor or state, and the script must decide.
+// when the host has state, and the script must decide.
 func (r *Redis) reserveUnspaced(ctx context.Context, host string) (res Reservation, ok bool, err error) {
-	if floorFor(r.floors, r.def, host) > 0 {
-		return Reservation{}, false, nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	n, err := r.client.Do(ctx, r.client.B().Exists().Key(r.Key(host)).Build()).AsInt64()
@@ -213,7 +216,7 @@ func (r *Redis) Refused(ctx context.Context, host string, retryAfter time.Durati
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	v, err := r.exec(ctx, host, "refuse", max(retryAfter, 0))
+	v, err := r.exec(ctx, host, "refuse", floorFor(r.floors, r.def, host), max(retryAfter, 0))
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
@@ -237,7 +240,7 @@ func (r *Redis) Sent(ctx context.Context, host string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := r.exec(ctx, host, "sent", 0); err != nil {
+	if _, err := r.exec(ctx, host, "sent", floorFor(r.floors, r.def, host), 0); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -259,8 +262,8 @@ type scriptResult struct {
 	slot      time.Time     // when the decided wait ends, on the local clock
 }
 
-func (r *Redis) exec(ctx context.Context, host, mode string, arg time.Duration) (scriptResult, error) {
-	floor := floorFor(r.floors, r.def, host)
+// exec runs one decision of the pace script for host, whose floor is given.
+func (r *Redis) exec(ctx context.Context, host, mode string, floor, arg time.Duration) (scriptResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	sent := time.Now()

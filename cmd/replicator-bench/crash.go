@@ -100,7 +100,7 @@ func first(xs []string) string {
 
 func (r *crashResult) print(w io.Writer, run int) {
 	fmt.Fprintf(w, "run %d (seed %d): %d commands (%s) over %d hosts, %d workers, %d kill -9 + restart, all resolved in %.1fs\n",
-		run, r.cfg.seed, r.cfg.commands, kindSummary(r.kinds), r.cfg.hosts, r.cfg.workers, r.kills, r.took.Seconds())
+		run, r.cfg.seed, r.cfg.commands, countSummary(r.kinds), r.cfg.hosts, r.cfg.workers, r.kills, r.took.Seconds())
 	fmt.Fprintf(w, "  facts %d, dead letters %d; commands resolved by a fact %d, by a dead letter alone %d; unresolved %d; wrong outcome %d\n",
 		r.facts, r.deadLets, r.byFact, r.byDLQOnly, len(r.unresolved), len(r.wrong))
 	fmt.Fprintf(w, "  blob_available checked against the stored bytes: %d, bad %d; blobs under a wrong name %d; temp files left by kills %d\n",
@@ -109,15 +109,16 @@ func (r *crashResult) print(w io.Writer, run int) {
 		r.duplicates, r.refetches, r.skippedDup, r.trimmed, r.pending)
 }
 
-func kindSummary(kinds map[string]int) string {
-	names := make([]string, 0, len(kinds))
-	for k := range kinds {
+// countSummary lists counts by name, sorted: "a 3, b 1".
+func countSummary(counts map[string]int) string {
+	names := make([]string, 0, len(counts))
+	for k := range counts {
 		names = append(names, k)
 	}
 	slices.Sort(names)
 	parts := make([]string, len(names))
 	for i, k := range names {
-		parts[i] = fmt.Sprintf("%s %d", k, kinds[k])
+		parts[i] = fmt.Sprintf("%s %d", k, counts[k])
 	}
 	return strings.Join(parts, ", ")
 }

@@ -124,7 +124,7 @@ func runHostile(ctx context.Context, b *bench) error {
 				after = ms(row.minAfterRefusal)
 			}
 			fmt.Fprintf(b.out, "  %-16s %4d cmds  want %-14s got %-40s requests %5d  min gap %9s  after a 429 %9s\n",
-				row.kind.name, row.commands, row.kind.want, outcomeSummary(row.outcomes), row.requests, ms(row.minGap), after)
+				row.kind.name, row.commands, row.kind.want, countSummary(row.outcomes), row.requests, ms(row.minGap), after)
 		}
 		fmt.Fprintf(b.out, "run %d: peak RSS < 128 MiB %s; every gap ≥ %s %s; gap after a 429 ≥ 2 s (5 s with Retry-After) %s; healthy all stored %s; outcomes as expected %s\n",
 			run, verdict(r.peakRSS < memBar), hostileInterval, verdict(r.gapsOK), verdict(r.refusalOK), verdict(r.healthyAll), verdict(len(r.wrong) == 0))
@@ -146,19 +146,6 @@ func runHostile(ctx context.Context, b *bench) error {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
-}
-
-func outcomeSummary(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
-	}
-	return strings.Join(parts, ", ")
 }
 
 func (b *bench) hostileOnce(ctx context.Context, run, n int) (*hostileResult, error) {

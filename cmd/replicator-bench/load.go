@@ -15,15 +15,17 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/policy"
 )
 
 // The streams and group of the contract (SPEC.md sections 1 and 3).
 const (
-	streamCommands = "content.fetch"
-	streamFacts    = "content.blobs"
-	streamDLQ      = "content.fetch.dlq"
-	streamPolicy   = "content.fetch-policy"
-	group          = "replicator.fetch"
+	streamCommands = fetch.DefaultStream
+	streamFacts    = fetch.DefaultFactsStream
+	streamDLQ      = fetch.DefaultDLQStream
+	streamPolicy   = policy.DefaultPolicyStream
+	group          = fetch.DefaultGroup
 )
 
 // command is one command the bench publishes.

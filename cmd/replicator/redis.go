@@ -10,14 +10,16 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/policy"
 )
 
-// The streams of the contract (SPEC.md section 1).
+// The streams of the contract (SPEC.md section 1), as the library names them.
 const (
-	streamCommands = "content.fetch"
-	streamFacts    = "content.blobs"
-	streamDLQ      = "content.fetch.dlq"
-	streamPolicy   = "content.fetch-policy"
+	streamCommands = fetch.DefaultStream
+	streamFacts    = fetch.DefaultFactsStream
+	streamDLQ      = fetch.DefaultDLQStream
+	streamPolicy   = policy.DefaultPolicyStream
 )
 
 // defaultRedisURL is REPLICATOR_REDIS_URL's default.
