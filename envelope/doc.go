@@ -63,4 +63,10 @@
 // non-finite numbers.
 //
 // Errors name fields, never header values.
+//
+// # Showing a URL
+//
+// A command's URL may carry credentials in its userinfo. RedactURL is the
+// one form in which the worker, its tools and the examples show a URL to a
+// person: the userinfo, name and password, becomes "xxxxx".
 package envelope

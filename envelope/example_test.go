@@ -93,3 +93,11 @@ func ExampleDecodeCommand() {
 	// envelope: unsupported schema version: content_fetch has schema_version 2, this codec reads 1
 	// cmd-future 2
 }
+
+func ExampleRedactURL() {
+	fmt.Println(envelope.RedactURL("https://reader:s3cret@origin.example/feed.xml"))
+	fmt.Println(envelope.RedactURL("https://origin.example/feed.xml"))
+	// Output:
+	// https://xxxxx@origin.example/feed.xml
+	// https://origin.example/feed.xml
+}

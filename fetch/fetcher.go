@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink"
@@ -261,7 +262,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 			wd.stop()
 			f.slots.Release()
 			if hop >= f.maxRedirects {
-				return nil, fmt.Errorf("%w: more than %d redirects from %s", ErrNotFetchable, f.maxRedirects, redact(req.URL))
+				return nil, fmt.Errorf("%w: more than %d redirects from %s", ErrNotFetchable, f.maxRedirects, envelope.RedactURL(req.URL))
 			}
 			if next.err != nil {
 				return nil, next.err
@@ -328,7 +329,7 @@ func (f *Fetcher) send(ctx context.Context, u *url.URL, header http.Header, time
 	httpReq, err := http.NewRequestWithContext(reqCtx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		wd.stop()
-		return nil, nil, fmt.Errorf("%w: %s", ErrNotFetchable, redact(u.String()))
+		return nil, nil, fmt.Errorf("%w: %s", ErrNotFetchable, envelope.RedactURL(u.String()))
 	}
 	httpReq.Header = header
 	resp, err := f.transport.RoundTrip(httpReq)

@@ -6,13 +6,15 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/replicator-go/replicator/envelope"
 )
 
 // parseTarget accepts an absolute http or https URL with a host.
 func parseTarget(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s does not parse", ErrNotFetchable, redact(raw))
+		return nil, fmt.Errorf("%w: %s does not parse", ErrNotFetchable, envelope.RedactURL(raw))
 	}
 	return u, checkTarget(u)
 }
@@ -91,13 +93,4 @@ func (f *Fetcher) hopHeader(headers map[string]string, sameOrigin bool) http.Hea
 		h.Set(name, value)
 	}
 	return h
-}
-
-// redact hides the password of a URL's userinfo for logs and errors.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparseable URL)"
-	}
-	return u.Redacted()
 }

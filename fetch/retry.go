@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink"
@@ -139,7 +140,7 @@ func (f *Fetcher) Get(ctx context.Context, url string, opts GetOptions) (*Docume
 			return nil, err
 		}
 		wait := retryDelay(err, attempt-1, base, f.now(), rand.Float64())
-		f.log.DebugContext(ctx, "retrying fetch", "url", redact(url), "attempt", attempt, "wait_ms", wait.Milliseconds(), "error", err)
+		f.log.DebugContext(ctx, "retrying fetch", "url", envelope.RedactURL(url), "attempt", attempt, "wait_ms", wait.Milliseconds(), "error", err)
 		if err := sleep(ctx, wait); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()

@@ -75,7 +75,7 @@ func (w *Worker) accept(ctx context.Context, entries []rueidis.XRangeSlice) erro
 			dups = append(dups, it.id)
 			w.m.commands.WithLabelValues("duplicate", "").Inc()
 			w.log.InfoContext(ctx, "skipped an already-handled command", "message_id", it.id,
-				"command_id", it.cmd.CommandID, "url", redact(it.cmd.URL), "host", it.host, "outcome", "duplicate")
+				"command_id", it.cmd.CommandID, "url", envelope.RedactURL(it.cmd.URL), "host", it.host, "outcome", "duplicate")
 			continue
 		}
 		if ok, why := w.route(it); !ok {
@@ -171,7 +171,7 @@ func (w *Worker) deadLetter(ctx context.Context, id string, fields []rueidis.XRa
 	}
 	attrs := []slog.Attr{slog.String("message_id", id), slog.String("stream", w.o.Stream), slog.String("reason", reason)}
 	if cmd != nil {
-		attrs = append(attrs, slog.String("command_id", cmd.CommandID), slog.String("url", redact(cmd.URL)))
+		attrs = append(attrs, slog.String("command_id", cmd.CommandID), slog.String("url", envelope.RedactURL(cmd.URL)))
 	}
 	if cause != nil {
 		attrs = append(attrs, slog.String("error", cause.Error()))
@@ -269,7 +269,7 @@ func (w *Worker) logOutcome(it *item, out Outcome) {
 	attrs = append(attrs,
 		slog.String("message_id", it.id),
 		slog.String("command_id", it.cmd.CommandID),
-		slog.String("url", redact(it.cmd.URL)),
+		slog.String("url", envelope.RedactURL(it.cmd.URL)),
 		slog.String("host", it.host),
 		slog.String("outcome", out.Kind.String()),
 		slog.String("reason", string(out.Reason)),

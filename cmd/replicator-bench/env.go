@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
 )
 
@@ -80,7 +80,7 @@ func newBench(ctx context.Context, o options, stdout, stderr io.Writer) (_ *benc
 	}
 	opt.DisableCache = true
 	if b.client, err = rueidis.NewClient(opt); err != nil {
-		return nil, fmt.Errorf("connecting to redis at %s: %w", redactURL(b.url), err)
+		return nil, fmt.Errorf("connecting to redis at %s: %w", envelope.RedactURL(b.url), err)
 	}
 	b.bin = o.workerBin
 	if b.bin == "" {
@@ -540,13 +540,4 @@ func (ws workers) logCount(subs ...string) int {
 		n += countLog(w.logPath, subs...)
 	}
 	return n
-}
-
-// redactURL hides a URL's password.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparseable URL)"
-	}
-	return u.Redacted()
 }

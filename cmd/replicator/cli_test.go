@@ -228,7 +228,7 @@ func TestDLQCommand(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	want := []*regexp.Regexp{
-		regexp.MustCompile(`^id=\S+ dlq_reason=http_status dlq_original_id=1700000000000-0 event_type=content_fetch command_id=01JCMD0000000000000000000A url=https://user:xxxxx@origin.example/a info_source_id=src-1 header_names=Accept,Authorization$`),
+		regexp.MustCompile(`^id=\S+ dlq_reason=http_status dlq_original_id=1700000000000-0 event_type=content_fetch command_id=01JCMD0000000000000000000A url=https://xxxxx@origin.example/a info_source_id=src-1 header_names=Accept,Authorization$`),
 		regexp.MustCompile(`^id=\S+ dlq_reason=malformed_frame dlq_original_id=1700000000001-0 event_type=content_fetch decode_error=".*" payload.header_names=Cookie payload.url=https://x.example/$`),
 		regexp.MustCompile(`^id=\S+ dlq_reason=malformed_frame dlq_original_id=1700000000002-0 event_type=content_fetch decode_error=".*" payload="\(\d+ bytes withheld.*\)"$`),
 		regexp.MustCompile(`^id=\S+ dlq_reason=malformed_frame dlq_original_id=1700000000003-0 decode_error=".*"$`),

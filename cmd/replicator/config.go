@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"net/netip"
-	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/guard"
 )
 
@@ -306,7 +306,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		if err := s.set(&c, v); err != nil {
 			shown := v
 			if s.secret {
-				shown = redactURL(v)
+				shown = envelope.RedactURL(v)
 			}
 			errs = append(errs, fmt.Errorf("%w: %s=%q: %v", errSetting, s.name, shown, err))
 		}
@@ -404,18 +404,4 @@ func positiveInt(field func(*Config) *int) func(*Config, string) error {
 		*field(c) = int(n)
 		return nil
 	}
-}
-
-// redactURL hides a URL's password, for logs and error messages. A value that
-// does not parse loses everything before its last '@', where a password
-// would be.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.LastIndexByte(raw, '@'); i >= 0 {
-			return "xxxxx" + raw[i:]
-		}
-		return raw
-	}
-	return u.Redacted()
 }

@@ -122,14 +122,14 @@ func modelSummary(m envelope.Model) string {
 	var parts []string
 	switch p := m.(type) {
 	case *envelope.ContentFetch:
-		parts = append(parts, kv("command_id", p.CommandID), kv("url", redactURL(p.URL)), kv("info_source_id", p.InfoSourceID))
+		parts = append(parts, kv("command_id", p.CommandID), kv("url", envelope.RedactURL(p.URL)), kv("info_source_id", p.InfoSourceID))
 		if len(p.Headers) > 0 {
 			parts = append(parts, kv("header_names", headerNames(p.Headers)))
 		}
 	case *envelope.BlobAvailable:
-		parts = append(parts, kv("command_id", p.CommandID), kv("url", redactURL(p.URL)), kv("blob_uri", p.BlobURI))
+		parts = append(parts, kv("command_id", p.CommandID), kv("url", envelope.RedactURL(p.URL)), kv("blob_uri", p.BlobURI))
 	case *envelope.FetchFailed:
-		parts = append(parts, kv("command_id", p.CommandID), kv("url", redactURL(p.URL)), kv("reason", string(p.Reason)))
+		parts = append(parts, kv("command_id", p.CommandID), kv("url", envelope.RedactURL(p.URL)), kv("reason", string(p.Reason)))
 	case *envelope.FetchPolicyState:
 		parts = append(parts, kv("host", p.Host))
 	}
@@ -169,7 +169,7 @@ func safePayload(v string) string {
 			if json.Unmarshal(raw, &str) == nil {
 				shown = str
 				if strings.HasSuffix(k, "url") {
-					shown = redactURL(str)
+					shown = envelope.RedactURL(str)
 				}
 			}
 			b.WriteString(" " + kv("payload."+k, bounded(shown)))

@@ -41,13 +41,13 @@ func envRedisURL() string {
 func newRedisClient(rawURL string) (rueidis.Client, error) {
 	opt, err := rueidis.ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("redis url %s: not a redis://, rediss:// or unix:// URL", redactURL(rawURL))
+		return nil, fmt.Errorf("redis url %s: not a redis://, rediss:// or unix:// URL", envelope.RedactURL(rawURL))
 	}
 	// Client-side caching is for reads of keys; this program reads streams.
 	opt.DisableCache = true
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to redis at %s: %w", redactURL(rawURL), scrub(err, rawURL))
+		return nil, fmt.Errorf("connecting to redis at %s: %w", envelope.RedactURL(rawURL), scrub(err, rawURL))
 	}
 	return c, nil
 }
@@ -57,7 +57,7 @@ func newRedisClient(rawURL string) (rueidis.Client, error) {
 func scrub(err error, rawURL string) error {
 	msg := err.Error()
 	if strings.Contains(msg, rawURL) {
-		return fmt.Errorf("%s", strings.ReplaceAll(msg, rawURL, redactURL(rawURL)))
+		return fmt.Errorf("%s", strings.ReplaceAll(msg, rawURL, envelope.RedactURL(rawURL)))
 	}
 	return err
 }

@@ -128,7 +128,7 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		r := seedResult{commandID: cmd.CommandID, entryID: id, url: u}
 		published = append(published, r)
-		fmt.Fprintf(stdout, "published command_id=%s entry_id=%s url=%s\n", r.commandID, r.entryID, redactURL(r.url))
+		fmt.Fprintf(stdout, "published command_id=%s entry_id=%s url=%s\n", r.commandID, r.entryID, envelope.RedactURL(r.url))
 	}
 	if !*watch {
 		return 0

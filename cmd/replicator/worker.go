@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/policy"
@@ -95,7 +96,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("replicator starting",
 		"version", fetch.Version,
-		"redis_url", redactURL(cfg.RedisURL),
+		"redis_url", envelope.RedactURL(cfg.RedisURL),
 		"blob_backend", cfg.BlobBackend,
 		"group", cfg.ConsumerGroup,
 		"consumer", cfg.ConsumerName,

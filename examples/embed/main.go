@@ -23,7 +23,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -179,7 +178,7 @@ func (p *poller) poll(ctx context.Context, urls []string) bool {
 
 // one fetches u and describes the result.
 func (p *poller) one(ctx context.Context, u string) (string, bool) {
-	shown := redact(u)
+	shown := envelope.RedactURL(u)
 	doc, err := p.fetcher.Get(ctx, u, fetch.GetOptions{
 		Cache:   p.cache, // one cache per set of credentials
 		Sink:    p.blobs,
@@ -201,13 +200,4 @@ func (p *poller) one(ctx context.Context, u string) (string, bool) {
 		return fmt.Sprintf("  fetched   %s status=%d kind=%s size=%d fingerprint=%s new=%t attempts=%d",
 			shown, doc.StatusCode, doc.Kind, doc.Blob.Size, doc.Blob.Fingerprint, doc.Blob.Created, doc.Attempts), true
 	}
-}
-
-// redact hides a URL's password.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparseable URL)"
-	}
-	return u.Redacted()
 }
