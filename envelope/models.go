@@ -35,11 +35,14 @@ type Model interface {
 // In every model, a SchemaVersion of 0 is written by ToWire as SchemaVersion,
 // so a literal may leave it out.
 type ContentFetch struct {
+	// SchemaVersion is the payload's schema_version (SchemaVersion when 0).
 	SchemaVersion int
-	OccurredAt    time.Time
+	// OccurredAt is when the issuer minted the command.
+	OccurredAt time.Time
 	// CommandID is the sole correlator and dedupe key.
 	CommandID string
-	URL       string
+	// URL is the http or https URL to fetch, as the issuer wrote it.
+	URL string
 	// InfoSourceID is echoed verbatim on both facts; never parsed or branched on.
 	InfoSourceID string
 	// Headers is nil when the command carried no headers (JSON null or absent).
@@ -51,20 +54,29 @@ type ContentFetch struct {
 
 // BlobAvailable is the success fact: the bytes are stored at BlobURI.
 type BlobAvailable struct {
+	// SchemaVersion is the payload's schema_version (SchemaVersion when 0).
 	SchemaVersion int
-	OccurredAt    time.Time
+	// OccurredAt is when the worker published the fact.
+	OccurredAt time.Time
 	// ContentFingerprint is the lowercase hex sha256 of the stored bytes.
 	ContentFingerprint string
-	BlobURI            string
-	SizeBytes          int64
+	// BlobURI names the stored bytes: file:///... or gs://bucket/....
+	BlobURI string
+	// SizeBytes is the stored body's length, after any decompression.
+	SizeBytes int64
 	// MediaType is normalized: before ';', trimmed, lower-cased,
 	// application/octet-stream when absent.
-	MediaType    string
+	MediaType string
+	// URL, CommandID and InfoSourceID are the command's, echoed verbatim.
 	URL          string
 	CommandID    string
 	InfoSourceID string
 
-	// Optional enrichments; nil means nobody said.
+	// Optional enrichments; nil means nobody said. FinalURL is the URL
+	// of the hop that answered, StatusCode its status, FetchedAt when the
+	// body finished arriving, ContentTypeRaw its Content-Type as sent, ETag and
+	// LastModified its validators, BlobExpiresAt when the sink may drop
+	// the bytes.
 	FinalURL       *string
 	StatusCode     *int
 	FetchedAt      *time.Time
@@ -76,13 +88,19 @@ type BlobAvailable struct {
 
 // FetchFailed is the failure fact.
 type FetchFailed struct {
+	// SchemaVersion is the payload's schema_version (SchemaVersion when 0).
 	SchemaVersion int
-	OccurredAt    time.Time
-	CommandID     string
-	URL           string
-	InfoSourceID  string
-	Reason        Reason
-	Terminal      bool
+	// OccurredAt is when the worker published the fact.
+	OccurredAt time.Time
+	// CommandID, URL and InfoSourceID are the command's, echoed verbatim.
+	CommandID    string
+	URL          string
+	InfoSourceID string
+	// Reason is the failure's token.
+	Reason Reason
+	// Terminal says the command is closed; every fact the worker emits
+	// carries true.
+	Terminal bool
 	// StatusCode is set for http_status and not_modified.
 	StatusCode *int
 	// Attempts is set only when the attempt count is why the command closed.
@@ -93,14 +111,17 @@ type FetchFailed struct {
 
 // FetchPolicyState is one host's politeness setting on content.fetch-policy.
 type FetchPolicyState struct {
+	// SchemaVersion is the payload's schema_version (SchemaVersion when 0).
 	SchemaVersion int
-	OccurredAt    time.Time
+	// OccurredAt orders a host's settings: the latest one wins.
+	OccurredAt time.Time
 	// Host is a hostname, lower-cased, without a port.
 	Host string
 	// MinIntervalSeconds is nil when the publisher gave no number; 0 is a real
 	// value meaning no spacing.
 	MinIntervalSeconds *float64
-	Revoked            bool
+	// Revoked withdraws the host's published setting; the default applies.
+	Revoked bool
 }
 
 // Reason is a fetch_failed reason token. Consumers must treat tokens they do

@@ -55,6 +55,7 @@ type StatusError struct {
 	RetryAfter string
 }
 
+// Error names the status and the redacted URL that answered it.
 func (e *StatusError) Error() string {
 	return fmt.Sprintf("fetch: %s answered HTTP %d", e.URL, e.StatusCode)
 }
@@ -73,6 +74,7 @@ type ParkedError struct {
 	Wait time.Duration
 }
 
+// Error names the host and how long until it is due.
 func (e *ParkedError) Error() string {
 	return "fetch: parked for politeness: " + e.Host + " is due in " + strconv.FormatInt(e.Wait.Milliseconds(), 10) + "ms"
 }

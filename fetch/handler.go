@@ -36,6 +36,7 @@ const (
 	Unclassified
 )
 
+// String returns the kind's name as it appears in logs and metrics.
 func (k Kind) String() string {
 	switch k {
 	case Stored:
@@ -54,6 +55,7 @@ func (k Kind) String() string {
 
 // Outcome is the result of handling one command.
 type Outcome struct {
+	// Kind says what the worker does with the command next.
 	Kind Kind
 	// Fact is the fact to publish: *envelope.BlobAvailable for Stored,
 	// *envelope.FetchFailed for NotModified and Permanent; nil otherwise.

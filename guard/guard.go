@@ -35,6 +35,7 @@ type RefusedError struct {
 	Range string
 }
 
+// Error names the refused address and the deny entry it falls in.
 func (e *RefusedError) Error() string {
 	msg := ErrRefused.Error() + ": "
 	switch {

@@ -79,6 +79,8 @@ var ruleText = map[string]string{
 // command cannot make the message (and the fact carrying it) arbitrarily long.
 const maxNameInMessage = 64
 
+// Error names the header (its name bounded) and the rule it breaks, never
+// the header's value.
 func (e *OptionsError) Error() string {
 	var b strings.Builder
 	b.WriteString(ErrInvalidOptions.Error())

@@ -22,6 +22,8 @@ type SweepStats struct {
 	ShardsRemoved  int   // empty shard directories removed
 	BytesReclaimed int64 // blobs and temps together
 
+	// What the tree held when the sweep finished: blobs and temps, counted
+	// and measured apart.
 	BlobsRemaining     int
 	BlobBytesRemaining int64
 	TempsRemaining     int
