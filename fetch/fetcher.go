@@ -267,7 +267,9 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 			if next.err != nil {
 				return nil, next.err
 			}
-			f.log.DebugContext(ctx, "following redirect", "from", current.Redacted(), "to", next.url.Redacted(), "status_code", resp.StatusCode)
+			if f.log.Enabled(ctx, slog.LevelDebug) {
+				f.log.DebugContext(ctx, "following redirect", "from", shown(current), "to", shown(next.url), "status_code", resp.StatusCode)
+			}
 			current = next.url
 			continue
 		}
@@ -319,7 +321,7 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host strin
 		}
 		f.log.WarnContext(ctx, "origin asked to be asked less often", "host", host, "status_code", code, "interval_ms", interval.Milliseconds())
 	}
-	return &StatusError{StatusCode: code, URL: u.Redacted(), RetryAfter: resp.Header.Get("Retry-After")}
+	return &StatusError{StatusCode: code, URL: shown(u), RetryAfter: resp.Header.Get("Retry-After")}
 }
 
 // send performs one request under a watchdog that enforces the per-operation
@@ -348,9 +350,9 @@ func (f *Fetcher) ioError(ctx, fetchCtx context.Context, wd *watchdog, u *url.UR
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case errors.Is(context.Cause(fetchCtx), ErrDeadline):
-		return fmt.Errorf("%w at %s", context.Cause(fetchCtx), u.Redacted())
+		return fmt.Errorf("%w at %s", context.Cause(fetchCtx), shown(u))
 	case wd != nil && wd.fired():
-		return fmt.Errorf("%w (%s) at %s", ErrTimeout, wd.d, u.Redacted())
+		return fmt.Errorf("%w (%s) at %s", ErrTimeout, wd.d, shown(u))
 	}
 	var parked *ParkedError
 	if errors.As(err, &parked) || errors.Is(err, ErrStopping) || errors.Is(err, ErrNotFetchable) {
@@ -360,9 +362,9 @@ func (f *Fetcher) ioError(ctx, fetchCtx context.Context, wd *watchdog, u *url.UR
 	// a malformed or truncated response); a refusal at dial time or a failed
 	// lookup keeps its own sentinel instead.
 	if wd != nil && !errors.Is(err, guard.ErrRefused) && !errors.Is(err, guard.ErrResolve) {
-		return &networkError{url: u.Redacted(), err: err}
+		return &networkError{url: shown(u), err: err}
 	}
-	return fmt.Errorf("fetch: %s: %w", u.Redacted(), err)
+	return fmt.Errorf("fetch: %s: %w", shown(u), err)
 }
 
 // drain reads a little of a body we do not keep so the connection can be

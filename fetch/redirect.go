@@ -26,7 +26,7 @@ func checkTarget(u *url.URL) error {
 		return fmt.Errorf("%w: scheme %q is not http or https", ErrNotFetchable, u.Scheme)
 	}
 	if u.Opaque != "" || u.Hostname() == "" {
-		return fmt.Errorf("%w: %s has no host", ErrNotFetchable, u.Redacted())
+		return fmt.Errorf("%w: %s has no host", ErrNotFetchable, shown(u))
 	}
 	return nil
 }
@@ -58,7 +58,7 @@ func (f *Fetcher) redirectTarget(current *url.URL, resp *http.Response) (redirec
 	}
 	next.Fragment, next.RawFragment = "", ""
 	if err := checkTarget(next); err != nil {
-		return redirectNext{err: fmt.Errorf("redirect from %s: %w", current.Redacted(), err)}, true
+		return redirectNext{err: fmt.Errorf("redirect from %s: %w", shown(current), err)}, true
 	}
 	return redirectNext{url: next}, true
 }
@@ -94,3 +94,7 @@ func (f *Fetcher) hopHeader(headers map[string]string, sameOrigin bool) http.Hea
 	}
 	return h
 }
+
+// shown is u as logs and errors show it, its userinfo hidden
+// (envelope.RedactURL).
+func shown(u *url.URL) string { return envelope.RedactURL(u.String()) }

@@ -175,7 +175,7 @@ func (f *Fetcher) document(url string, res *Result, sniff *sniffSink, cached *Do
 		// Validators go on the first hop only, so only a 304 from that hop
 		// answers them.
 		if cached == nil || res.Requests != 1 {
-			return nil, fmt.Errorf("%w (no validator was sent to it)", &StatusError{StatusCode: res.StatusCode, URL: res.FinalURL.Redacted()})
+			return nil, fmt.Errorf("%w (no validator was sent to it)", &StatusError{StatusCode: res.StatusCode, URL: shown(res.FinalURL)})
 		}
 		d := *cached
 		d.StatusCode = res.StatusCode
