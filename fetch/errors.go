@@ -61,9 +61,10 @@ func (e *StatusError) Error() string {
 }
 
 // Transient reports whether a fresh attempt later might succeed: 5xx, 408
-// and 429.
+// and 429. A status of 600 or more is no server error, whatever its first
+// digit: like any other status it is permanent.
 func (e *StatusError) Transient() bool {
-	return e.StatusCode >= 500 || e.StatusCode == http.StatusRequestTimeout || e.StatusCode == http.StatusTooManyRequests
+	return (e.StatusCode >= 500 && e.StatusCode <= 599) || e.StatusCode == http.StatusRequestTimeout || e.StatusCode == http.StatusTooManyRequests
 }
 
 // ParkedError is the detail of ErrParked.

@@ -1,0 +1,26 @@
+package fetch_test
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/internal/testenv"
+)
+
+// TestStatusesOutsideTheClasses checks SPEC 4.7's last status row: a
+// status that is not 2xx, 304, 5xx, 408 or 429 is permanent http_status,
+// and so is one of 600 or more, which a first digit of 6 to 9 does not make
+// a server error.
+func TestStatusesOutsideTheClasses(t *testing.T) {
+	for _, status := range []int{418, 451, 499, 600, 799, 999} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			h := newHarness(t, testenv.Status(status, nil, "body"), harnessOptions{})
+			out := h.handle(t, command(h.url("origin.test", "/")))
+			if out.Kind != fetch.Permanent || out.Reason != envelope.ReasonHTTPStatus || out.StatusCode != status {
+				t.Fatalf("outcome = %v/%q status %d (%v), want permanent http_status %d", out.Kind, out.Reason, out.StatusCode, out.Err, status)
+			}
+		})
+	}
+}
