@@ -403,7 +403,14 @@ func (w *Worker) cycle(ctx context.Context) error {
 	}
 	free := w.free()
 	if free <= 0 {
-		// Full: wait for a command to be released, without reading.
+		// Full. Commands that wait for their host may give up their place
+		// to other hosts' commands (makeRoomLocked), so read as many as
+		// could take one.
+		free = w.evictable()
+	}
+	if free <= 0 {
+		// Full of commands that can start soon: wait for one to be
+		// released, without reading.
 		t := time.NewTimer(w.o.ReadBlock)
 		defer t.Stop()
 		select {
@@ -440,6 +447,12 @@ func (w *Worker) free() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.o.MaxHeld - len(w.held)
+}
+
+func (w *Worker) evictable() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.evictableLocked()
 }
 
 func (w *Worker) markOK() { w.lastOK.Store(w.now().UnixNano()) }

@@ -45,6 +45,10 @@ type hostQueue struct {
 	waiting []*item
 	parked  int // waiting items with a due time (parked for politeness)
 	active  int // items of this queue inside the Handler
+	// paced is true when the host's last command to leave the Handler had
+	// waited for its politeness window: the host's pace, not a free slot,
+	// is what its waiting commands wait for.
+	paced   bool
 	timer   *time.Timer
 	timerAt time.Time
 	gen     uint64
@@ -148,6 +152,10 @@ func (w *Worker) route(it *item) (held bool, why string) {
 		w.forgetIfIdleLocked(q)
 		return false, "host backlog full"
 	}
+	if len(w.held) >= w.o.MaxHeld && !w.makeRoomLocked(q) {
+		w.forgetIfIdleLocked(q)
+		return false, "worker full"
+	}
 	w.seq++
 	it.seq = w.seq
 	w.held[it.id] = it
@@ -155,6 +163,60 @@ func (w *Worker) route(it *item) (held bool, why string) {
 	q.insert(it)
 	w.dispatchLocked(q)
 	return true, ""
+}
+
+// hostBoundLocked reports whether q's waiting commands wait for their
+// host's politeness window rather than for a free request slot: the queue
+// has parked commands, or its host's share of the Handler is taken by
+// commands that wait for their windows. Only such commands may give up
+// their place in memory; they could not start soon anyway.
+func (w *Worker) hostBoundLocked(q *hostQueue) bool {
+	return len(q.waiting) > 0 && (q.parked > 0 || q.paced && q.active >= w.o.MaxActivePerHost)
+}
+
+// evictableLocked counts the held commands that makeRoomLocked could drop.
+func (w *Worker) evictableLocked() int {
+	n := 0
+	for _, q := range w.hosts {
+		if w.hostBoundLocked(q) {
+			n += len(q.waiting)
+		}
+	}
+	return n
+}
+
+// makeRoomLocked drops one held command to make room for a command of
+// another host, when the worker is full: the newest waiting command of the
+// longest host-bound queue. It stays pending and returns through the
+// reclaim, as one left pending for a full host backlog does. Without this, a
+// few backlogged hosts would fill MaxHeld and hold up every other host
+// until they drain (SPEC 7: waiting for one host never holds up commands
+// for other hosts). A command whose own host is host-bound gets no room: it
+// would only wait in memory instead of in the stream.
+func (w *Worker) makeRoomLocked(asker *hostQueue) bool {
+	if w.hostBoundLocked(asker) {
+		return false
+	}
+	var victim *hostQueue
+	for _, q := range w.hosts {
+		if q != asker && w.hostBoundLocked(q) && (victim == nil || len(q.waiting) > len(victim.waiting)) {
+			victim = q
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	it := victim.waiting[len(victim.waiting)-1]
+	victim.remove(it)
+	delete(w.held, it.id)
+	if w.byCommand[it.cmd.CommandID] == it {
+		delete(w.byCommand, it.cmd.CommandID)
+	}
+	w.m.commands.WithLabelValues("deferred", "").Inc()
+	w.log.Debug("left a command pending to make room for another host", "message_id", it.id,
+		"command_id", it.cmd.CommandID, "host", victim.host, "backlog", len(victim.waiting))
+	w.forgetIfIdleLocked(victim)
+	return true
 }
 
 // dispatchLocked starts the commands q may run now: the head while it is
@@ -236,6 +298,12 @@ func (w *Worker) requeue(it *item, out Outcome) bool {
 	q := it.q
 	q.active--
 	it.state = stClosing
+	switch {
+	case out.Park != nil:
+		q.paced = true
+	case out.Result != nil:
+		q.paced = out.Result.Paced > 0
+	}
 	if out.Kind == Transient && out.Park != nil && !w.stopping && !it.lost {
 		host := strings.ToLower(out.Park.Host)
 		if host == "" {

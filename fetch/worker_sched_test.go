@@ -3,6 +3,7 @@ package fetch_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,59 @@ func TestWorkerFairness(t *testing.T) {
 	checkGaps(t, slow, time.Second)
 	if max := int(time.Since(start)/time.Second) + 1; len(slow) > max {
 		t.Errorf("the slow host got %d requests in %v, want at most %d", len(slow), time.Since(start), max)
+	}
+}
+
+// TestWorkerFairnessWhenFull is TestWorkerFairness with the worker's memory
+// (MaxHeld) smaller than the slow hosts' backlogs: held commands that wait
+// for their host give up their place, so another host's command is still
+// read and handled at once.
+func TestWorkerFairnessWhenFull(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		slots     int
+		maxHeld   int // 0: the default, 16 per slot
+		slowHosts int
+	}{
+		{name: "two slots, one slow host", slots: 2, slowHosts: 1},
+		{name: "MaxHeld below one host's backlog", slots: 16, maxHeld: 32, slowHosts: 1},
+		{name: "default MaxHeld, five slow hosts", slots: 16, slowHosts: 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, standalone(t, testenv.StartRedis(t)).client, http.HandlerFunc(okBody))
+			floors := map[string]time.Duration{}
+			cmds := make([]*envelope.ContentFetch, 0, 1001)
+			for i := range 1000 {
+				host := fmt.Sprintf("h%d.test", i%tc.slowHosts)
+				floors[host] = time.Second
+				cmds = append(cmds, e.command(fmt.Sprintf("c-slow-%04d", i), e.url(host, fmt.Sprintf("/%d", i))))
+			}
+			cmds = append(cmds, e.command("c-fast", e.url("fast.test", "/now")))
+			e.addMany(cmds)
+			wo := e.workerOptions()
+			wo.ClaimMinIdle = 30 * time.Second // the overflow is not reclaimed during the test
+			wo.MaxHeld = tc.maxHeld
+			start := time.Now()
+			run := e.start(stackOptions{floors: floors, slots: tc.slots}, wo)
+			var took time.Duration
+			eventually(t, 10*time.Second, "the fast host's fact", func() bool {
+				if slices.Contains(commandIDs(e.factsNow()), "c-fast") {
+					took = time.Since(start)
+					return true
+				}
+				return false
+			})
+			if took >= 2*time.Second {
+				t.Errorf("the other host's command took %v, want well under 2s", took)
+			}
+			for host := range floors {
+				sent := run.stack.pacer.sent(host)
+				if len(sent) == 0 {
+					t.Errorf("no request went to %s: the backlog never formed", host)
+				}
+				checkGaps(t, sent, time.Second)
+			}
+		})
 	}
 }
 
