@@ -122,7 +122,11 @@ type WorkerOptions struct {
 	// Worker uses it to size MaxHeld; the bound itself is the Slots'.
 	Concurrency int
 	// MaxHeld bounds the commands held in memory (waiting, parked or being
-	// handled); when full the Worker stops reading. Default
+	// handled). When full, the Worker reads only while some held commands
+	// wait for their host's politeness window: each new command of another
+	// host takes the place of the newest of them, which is left pending and
+	// returns through XAUTOCLAIM, so a few backlogged hosts cannot hold up
+	// the rest. Otherwise a full Worker stops reading. Default
 	// DefaultHeldPerRequest × Concurrency.
 	MaxHeld int
 	// MaxHeldPerHost bounds the commands held for one host; beyond it a
