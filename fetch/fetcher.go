@@ -335,7 +335,7 @@ func (f *Fetcher) send(ctx context.Context, u *url.URL, header http.Header, time
 	}
 	httpReq.Header = header
 	resp, err := f.transport.RoundTrip(httpReq)
-	wd.pause()
+	wd.sent()
 	if err != nil {
 		return nil, wd, err
 	}

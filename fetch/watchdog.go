@@ -3,6 +3,8 @@ package fetch
 import (
 	"context"
 	"io"
+	"net/http/httptrace"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -16,16 +18,55 @@ type watchdog struct {
 	timer  *time.Timer
 	cancel context.CancelFunc
 	fire   atomic.Bool
+
+	// While the request is being sent, each step that begins an operation
+	// gives it the whole of d afresh (see trace); sending ends with sent.
+	mu      sync.Mutex
+	sending bool
 }
 
+// startWatchdog arms a watchdog for sending a request: the returned context
+// carries the trace that restarts the clock at each operation.
 func startWatchdog(ctx context.Context, d time.Duration) (context.Context, *watchdog) {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &watchdog{d: d, cancel: cancel}
+	w := &watchdog{d: d, cancel: cancel, sending: true}
 	w.timer = time.AfterFunc(d, func() {
 		w.fire.Store(true)
 		cancel()
 	})
-	return ctx, w
+	return httptrace.WithClientTrace(ctx, w.trace()), w
+}
+
+// trace restarts the clock as each operation of sending begins: a dial
+// (name resolution included), a TLS handshake, the request written on the
+// connection it got, then the wait for the response's headers. Each is
+// bounded by d on its own, not all of them together.
+func (w *watchdog) trace() *httptrace.ClientTrace {
+	next := func() { w.restart() }
+	return &httptrace.ClientTrace{
+		ConnectStart:      func(string, string) { next() },
+		TLSHandshakeStart: next,
+		GotConn:           func(httptrace.GotConnInfo) { next() },
+		WroteRequest:      func(httptrace.WroteRequestInfo) { next() },
+	}
+}
+
+// restart gives the current sending operation the whole of d. A hook that
+// runs late, once the response is in, changes nothing.
+func (w *watchdog) restart() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sending {
+		w.timer.Reset(w.d)
+	}
+}
+
+// sent ends the sending: the clock stops until a body read arms it.
+func (w *watchdog) sent() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sending = false
+	w.timer.Stop()
 }
 
 func (w *watchdog) arm()        { w.timer.Reset(w.d) }
