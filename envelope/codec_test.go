@@ -349,7 +349,8 @@ func TestFromWireMalformed(t *testing.T) {
 		{name: "schema_version as string", fields: cmdFrame("schema_version", `"1"`), detail: "schema_version: want an integer, got string"},
 		{name: "schema_version as float", fields: cmdFrame("schema_version", `1.0`), detail: "schema_version: want an integer"},
 		{name: "schema_version null", fields: cmdFrame("schema_version", `null`), detail: "schema_version: want an integer, got null"},
-		{name: "schema_version huge", fields: cmdFrame("schema_version", `99999999999999999999`), detail: "out of range"},
+		{name: "schema_version huge and fractional", fields: cmdFrame("schema_version", `99999999999999999999.5`), detail: "schema_version: want an integer"},
+		{name: "schema_version huge with an exponent", fields: cmdFrame("schema_version", `1e20`), detail: "schema_version: want an integer"},
 		{
 			name:   "no schema_version anywhere",
 			fields: map[string]string{"event_type": ev, "payload": payload(ev, "schema_version", "")},
@@ -375,6 +376,12 @@ func TestFromWireMalformed(t *testing.T) {
 			name:   "size_bytes as float",
 			fields: frame(envelope.EventBlobAvailable, payload(envelope.EventBlobAvailable, "size_bytes", `18.0`)),
 			detail: "size_bytes: want an integer",
+		},
+		{
+			// Only the schema version reads an out-of-range integer as an answer.
+			name:   "size_bytes too large",
+			fields: frame(envelope.EventBlobAvailable, payload(envelope.EventBlobAvailable, "size_bytes", `99999999999999999999`)),
+			detail: "size_bytes: integer out of range",
 		},
 		{
 			name:   "size_bytes as string",
@@ -824,6 +831,34 @@ func TestUnsupportedVersion(t *testing.T) {
 			want: &envelope.ContentFetch{SchemaVersion: 3, OccurredAt: at, CommandID: "cmd-1", URL: "https://example.test/a", InfoSourceID: "isrc-1"},
 		},
 		{
+			// An integer past int's range is still an integer that is not 1.
+			name:   "a version too large for an int reads as math.MaxInt",
+			fields: cmdFrame("schema_version", `99999999999999999999`),
+			want:   &envelope.ContentFetch{SchemaVersion: math.MaxInt, OccurredAt: at, CommandID: "cmd-1", URL: "https://example.test/a", InfoSourceID: "isrc-1"},
+		},
+		{
+			name:   "a version too negative for an int reads as math.MinInt",
+			fields: cmdFrame("schema_version", `-99999999999999999999`),
+			want:   &envelope.ContentFetch{SchemaVersion: math.MinInt, OccurredAt: at, CommandID: "cmd-1", URL: "https://example.test/a", InfoSourceID: "isrc-1"},
+		},
+		{
+			name: "the frame's version too large for an int",
+			fields: func() map[string]string {
+				f := cmdFrame("schema_version", "")
+				f["schema_version"] = "99999999999999999999"
+				return f
+			}(),
+			want: &envelope.ContentFetch{SchemaVersion: math.MaxInt, OccurredAt: at, CommandID: "cmd-1", URL: "https://example.test/a", InfoSourceID: "isrc-1"},
+		},
+		{
+			name:   "a huge version on a fact is unsupported too",
+			fields: frame(envelope.EventFetchFailed, payload(envelope.EventFetchFailed, "schema_version", `18446744073709551616`)),
+			want: &envelope.FetchFailed{
+				SchemaVersion: math.MaxInt, OccurredAt: at, CommandID: "cmd-1", URL: "https://example.test/a",
+				InfoSourceID: "isrc-1", Reason: envelope.ReasonNotFetchable, Terminal: true,
+			},
+		},
+		{
 			name:   "version 0",
 			fields: cmdFrame("schema_version", `0`),
 			want:   &envelope.ContentFetch{SchemaVersion: 0, OccurredAt: at, CommandID: "cmd-1", URL: "https://example.test/a", InfoSourceID: "isrc-1"},
@@ -845,6 +880,14 @@ func TestUnsupportedVersion(t *testing.T) {
 				SchemaVersion: 2, OccurredAt: at, ContentFingerprint: fp, BlobURI: "file:///blobs/x.bin",
 				MediaType: "text/html", URL: "https://example.test/a", CommandID: "cmd-1", InfoSourceID: "isrc-1",
 				ETag: envelope.Ptr(`"e"`),
+			},
+		},
+		{
+			name:   "an out-of-range size_bytes in a partial model is left empty, not clamped",
+			fields: frame(envelope.EventBlobAvailable, payload(envelope.EventBlobAvailable, "schema_version", `2`, "size_bytes", `99999999999999999999`)),
+			want: &envelope.BlobAvailable{
+				SchemaVersion: 2, OccurredAt: at, ContentFingerprint: fp, BlobURI: "file:///blobs/x.bin",
+				MediaType: "text/html", URL: "https://example.test/a", CommandID: "cmd-1", InfoSourceID: "isrc-1",
 			},
 		},
 		{
@@ -883,6 +926,26 @@ func TestUnsupportedVersion(t *testing.T) {
 				t.Errorf("partial model mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// An out-of-range version is clamped in the model but named as written in
+// the error, so an operator reading the log sees what the producer sent.
+func TestUnsupportedVersionTooLargeIsNamedAsWritten(t *testing.T) {
+	_, err := envelope.FromWire(cmdFrame("schema_version", `99999999999999999999`))
+	if !errors.Is(err, envelope.ErrUnsupportedVersion) {
+		t.Fatalf("FromWire error = %v, want ErrUnsupportedVersion", err)
+	}
+	if want := "content_fetch has schema_version 99999999999999999999, this codec reads 1"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not contain %q", err, want)
+	}
+	long := strings.Repeat("9", 5000)
+	_, err = envelope.FromWire(cmdFrame("schema_version", long))
+	if !errors.Is(err, envelope.ErrUnsupportedVersion) {
+		t.Fatalf("FromWire error = %v, want ErrUnsupportedVersion", err)
+	}
+	if len(err.Error()) > 300 {
+		t.Errorf("error for a 5000-digit version is %d bytes long; want it bounded", len(err.Error()))
 	}
 }
 

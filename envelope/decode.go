@@ -22,7 +22,9 @@ import (
 //  3. The payload's event_type, when present, must equal the frame's.
 //  4. The schema version is the payload's schema_version (a JSON integer);
 //     only when the payload has none is the frame's schema_version field
-//     used. Neither present is malformed. A version other than SchemaVersion
+//     used. Neither present is malformed, and so is a number that is not
+//     an integer; an integer too large for an int reads as math.MaxInt
+//     (math.MinInt when negative). A version other than SchemaVersion
 //     returns a partial model and an error wrapping ErrUnsupportedVersion:
 //     SchemaVersion set, plus every field that is present and reads under
 //     the version 1 rules (for content_fetch this is what carries CommandID,
@@ -75,15 +77,15 @@ func FromWire(fields map[string]string) (Model, error) {
 		}
 	}
 
-	version, err := readVersion(raw[idxSchemaVersion], fields)
+	version, written, err := readVersion(raw[idxSchemaVersion], fields)
 	if err != nil {
 		return nil, malformed(fmt.Sprintf("%s payload: schema_version: %v", et, err))
 	}
 	if version != SchemaVersion {
 		d.partial = true
 		m := d.decode(version)
-		return m, fmt.Errorf("%w: %s has schema_version %d, this codec reads %d",
-			ErrUnsupportedVersion, et, version, SchemaVersion)
+		return m, fmt.Errorf("%w: %s has schema_version %s, this codec reads %d",
+			ErrUnsupportedVersion, et, written, SchemaVersion)
 	}
 	if raw[idxEventType] == "" {
 		return nil, malformed(fmt.Sprintf("%s payload: event_type: missing", et))
@@ -130,21 +132,43 @@ func quoteShort(s string) string {
 
 // readVersion reads the payload's schema_version, falling back to the
 // frame's field only when the payload has none: the reference branches on
-// the payload's value, and the frame field is a copy of it.
-func readVersion(raw string, fields map[string]string) (int, error) {
-	if raw != "" {
-		v, err := readInt(raw, strconv.IntSize)
-		return int(v), err
+// the payload's value, and the frame field is a copy of it. written is the
+// version for an error message: as decoded, or as the producer wrote it
+// (bounded) when it was clamped.
+//
+// An integer too large for an int is clamped to math.MaxInt or math.MinInt
+// rather than refused: it is still an integer that is not SchemaVersion, so
+// the frame is unsupported, not malformed, and a content_fetch keeps the
+// correlation fields its unsupported_schema_version fact needs. Clamping
+// cannot manufacture SchemaVersion.
+func readVersion(raw string, fields map[string]string) (version int, written string, err error) {
+	fromFrame := raw == ""
+	if fromFrame {
+		s, ok := fields[FieldSchemaVersion]
+		if !ok {
+			return 0, "", errors.New("missing from the payload and the frame")
+		}
+		raw = s
 	}
-	s, ok := fields[FieldSchemaVersion]
-	if !ok {
-		return 0, errors.New("missing from the payload and the frame")
+	v, err := readInt(raw, strconv.IntSize)
+	switch {
+	case errors.Is(err, errIntRange):
+		return int(v), boundDigits(raw), nil
+	case err != nil && fromFrame:
+		return 0, "", errors.New("frame field is not a decimal integer")
+	case err != nil:
+		return 0, "", err
 	}
-	v, err := readInt(s, strconv.IntSize)
-	if err != nil || s == "" {
-		return 0, errors.New("frame field is not a decimal integer")
+	return int(v), strconv.Itoa(int(v)), nil
+}
+
+// boundDigits bounds a producer-supplied number for an error message.
+func boundDigits(s string) string {
+	const limit = 40
+	if len(s) > limit {
+		return s[:limit] + "..."
 	}
-	return int(v), nil
+	return s
 }
 
 // Payload member tables. Indices 0–2 are common to every model; the order is
@@ -313,6 +337,7 @@ func (d *decoder) int64(i int) int64 {
 	n, err := readInt(v, 64)
 	if err != nil {
 		d.fail(i, err)
+		return 0
 	}
 	return n
 }

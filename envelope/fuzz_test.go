@@ -35,6 +35,8 @@ func FuzzFromWire(f *testing.F) {
 	// Unsupported versions, from the payload and from the frame.
 	f.Add(cf, payload(cf, "schema_version", "2", "url", "7"), "2")
 	f.Add(cf, payload(cf, "schema_version", ""), "3")
+	f.Add(cf, payload(cf, "schema_version", "-99999999999999999999"), "1")
+	f.Add(cf, payload(cf, "schema_version", ""), "99999999999999999999")
 	// Flat fields with no payload, and no event_type.
 	f.Add(cf, "", "1")
 	f.Add("", payload(cf), "1")

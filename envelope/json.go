@@ -401,6 +401,13 @@ func readString(raw string) (string, error) {
 	return inner, nil
 }
 
+// errIntRange is readInt's error for an integer that does not fit.
+var errIntRange = errors.New("integer out of range")
+
+// readInt reads a decimal integer (a JSON integer, or a frame field). One
+// that does not fit in bits returns errIntRange together with the nearest
+// bound, so a caller for which "too large" is still an answer (the schema
+// version) can use it.
 func readInt(raw string, bits int) (int64, error) {
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
@@ -409,8 +416,11 @@ func readInt(raw string, bits int) (int64, error) {
 		}
 	}
 	n, err := strconv.ParseInt(raw, 10, bits)
-	if err != nil {
-		return 0, fmt.Errorf("integer out of range")
+	if errors.Is(err, strconv.ErrRange) {
+		return n, errIntRange
+	}
+	if err != nil { // "" or "-": only a frame field can be either
+		return 0, errors.New("not a decimal integer")
 	}
 	return n, nil
 }

@@ -36,6 +36,8 @@ type Model interface {
 // so a literal may leave it out.
 type ContentFetch struct {
 	// SchemaVersion is the payload's schema_version (SchemaVersion when 0).
+	// FromWire reads a version too large for an int as math.MaxInt
+	// (math.MinInt when negative): unsupported, like any other.
 	SchemaVersion int
 	// OccurredAt is when the issuer minted the command.
 	OccurredAt time.Time
@@ -55,6 +57,8 @@ type ContentFetch struct {
 // BlobAvailable is the success fact: the bytes are stored at BlobURI.
 type BlobAvailable struct {
 	// SchemaVersion is the payload's schema_version (SchemaVersion when 0).
+	// FromWire reads a version too large for an int as math.MaxInt
+	// (math.MinInt when negative): unsupported, like any other.
 	SchemaVersion int
 	// OccurredAt is when the worker published the fact.
 	OccurredAt time.Time
@@ -89,6 +93,8 @@ type BlobAvailable struct {
 // FetchFailed is the failure fact.
 type FetchFailed struct {
 	// SchemaVersion is the payload's schema_version (SchemaVersion when 0).
+	// FromWire reads a version too large for an int as math.MaxInt
+	// (math.MinInt when negative): unsupported, like any other.
 	SchemaVersion int
 	// OccurredAt is when the worker published the fact.
 	OccurredAt time.Time
@@ -112,6 +118,8 @@ type FetchFailed struct {
 // FetchPolicyState is one host's politeness setting on content.fetch-policy.
 type FetchPolicyState struct {
 	// SchemaVersion is the payload's schema_version (SchemaVersion when 0).
+	// FromWire reads a version too large for an int as math.MaxInt
+	// (math.MinInt when negative): unsupported, like any other.
 	SchemaVersion int
 	// OccurredAt orders a host's settings: the latest one wins.
 	OccurredAt time.Time

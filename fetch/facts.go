@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/replicator-go/replicator/envelope"
@@ -14,49 +15,117 @@ import (
 // DefaultMediaType is announced when a response has no usable Content-Type.
 const DefaultMediaType = "application/octet-stream"
 
-// MaxPassthroughLength bounds a response header value copied onto a fact.
-// A longer value is dropped, never truncated: a truncated ETag is a
-// validator that can never match.
+// MaxPassthroughLength bounds a response header value copied onto a fact,
+// in characters (as the reference's len counts them, not bytes). A longer
+// value is dropped, never truncated: a truncated ETag is a validator that
+// can never match.
 const MaxPassthroughLength = 1024
 
 // MaxDetailLength bounds a fetch_failed detail, in bytes.
 const MaxDetailLength = 1024
 
-// MediaType normalizes a Content-Type header for blob_available: the part
-// before ';', trimmed and lower-cased; DefaultMediaType when absent, blank,
-// parameter-only or over MaxPassthroughLength.
+// MediaType normalizes a Content-Type header value for blob_available: the
+// part before ';', stripped of surrounding white space and lower-cased;
+// DefaultMediaType when absent, blank or parameter-only. Parameters never
+// matter, however long. The value is read as Passthrough reads it.
 func MediaType(contentType string) string {
-	v := Passthrough(contentType)
-	if v == nil {
+	return mediaType(headerText(contentType, !utf8.ValidString(contentType)))
+}
+
+func mediaType(text string) string {
+	mt, _, _ := strings.Cut(text, ";")
+	mt = strings.ToLower(strings.TrimFunc(mt, isPySpace))
+	// media_type has no null to fall back to, so an absurd type would ride
+	// the broadcast stream whole; no real one comes near this bound.
+	if mt == "" || utf8.RuneCountInString(mt) > MaxPassthroughLength {
 		return DefaultMediaType
 	}
-	mt, _, _ := strings.Cut(*v, ";")
-	if mt = strings.ToLower(strings.TrimSpace(mt)); mt != "" {
-		return mt
-	}
-	return DefaultMediaType
+	return mt
 }
 
 // Passthrough is a response header value as a fact carries it: surrounding
-// whitespace stripped and nothing else touched; nil when blank or longer
-// than MaxPassthroughLength. It is the whole rule for content_type_raw.
+// white space stripped and nothing else touched; nil when blank or longer
+// than MaxPassthroughLength characters. It is the whole rule for
+// content_type_raw.
+//
+// It reads the value as the reference (httpx) does: as UTF-8 when the bytes
+// are valid UTF-8, otherwise as ISO-8859-1, each byte one character, so the
+// result is always valid UTF-8 and "caf\xe9" becomes "café". White space is
+// what Python's str.strip removes. (httpx decides the encoding once per
+// response; blob_available is built that way.)
 func Passthrough(value string) *string {
-	v := strings.TrimSpace(value)
-	if v == "" || len(v) > MaxPassthroughLength {
+	return passthrough(headerText(value, !utf8.ValidString(value)))
+}
+
+func passthrough(text string) *string {
+	v := strings.TrimFunc(text, isPySpace)
+	if v == "" || utf8.RuneCountInString(v) > MaxPassthroughLength {
 		return nil
 	}
 	return &v
 }
 
 // Replayable is Passthrough for a validator (etag, last_modified): also nil
-// when the value could not be sent back in a request header, so an issuer
-// replaying a published validator never has its command refused.
+// when any byte of the value it would publish is outside \x20-\x7e, so an
+// issuer replaying a published validator never has its command refused.
 func Replayable(value string) *string {
-	v := Passthrough(value)
+	return replayable(value, false)
+}
+
+// replayable is Replayable for a value from a response whose headers read
+// as ISO-8859-1 (latin1) or as UTF-8. A value that is not valid UTF-8 is nil
+// outright. The reference would decode it as ISO-8859-1 and strip a
+// no-break space (\xa0) or NEL (\x85) byte at its ends, publishing the
+// rest; we keep SPEC's byte rule on the bytes the origin sent.
+func replayable(value string, latin1 bool) *string {
+	if !utf8.ValidString(value) {
+		return nil
+	}
+	v := passthrough(headerText(value, latin1))
+	// Checked on the value published: v is stripped as guard strips, so the
+	// guard's verdict is the byte rule on exactly these bytes.
 	if v == nil || !guard.SendableValidator(*v) {
 		return nil
 	}
 	return v
+}
+
+// isPySpace is Python's str.isspace, the white space the reference's
+// str.strip removes: Go's unicode.IsSpace plus the separators \x1c-\x1f.
+// It matches guard's trim, so a stripped value is one the guard reads as is.
+func isPySpace(r rune) bool {
+	return unicode.IsSpace(r) || (0x1c <= r && r <= 0x1f)
+}
+
+// headerText is a header value's bytes as text: unchanged when latin1 is
+// false (the caller has checked they are UTF-8), else decoded as
+// ISO-8859-1, each byte becoming the code point of the same value.
+func headerText(value string, latin1 bool) string {
+	if !latin1 {
+		return value
+	}
+	b := make([]byte, 0, len(value)+len(value)/2)
+	for i := 0; i < len(value); i++ {
+		b = utf8.AppendRune(b, rune(value[i]))
+	}
+	return string(b)
+}
+
+// latin1Header reports whether httpx would read h as ISO-8859-1. It picks
+// one encoding per response, UTF-8 only when every name and value is valid
+// UTF-8, so one stray byte in any header changes how Content-Type reads.
+func latin1Header(h http.Header) bool {
+	for name, values := range h {
+		if !utf8.ValidString(name) {
+			return true
+		}
+		for _, v := range values {
+			if !utf8.ValidString(v) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // blobFact builds the success fact for a stored 2xx.
@@ -65,20 +134,22 @@ func blobFact(cmd *envelope.ContentFetch, res *Result, now time.Time) *envelope.
 	if h == nil {
 		h = http.Header{}
 	}
+	latin1 := latin1Header(h)
+	contentType := headerText(h.Get("Content-Type"), latin1)
 	fact := &envelope.BlobAvailable{
 		SchemaVersion:      envelope.SchemaVersion,
 		OccurredAt:         now,
 		ContentFingerprint: res.Blob.Fingerprint,
 		BlobURI:            res.Blob.URI,
 		SizeBytes:          res.Blob.Size,
-		MediaType:          MediaType(h.Get("Content-Type")),
+		MediaType:          mediaType(contentType),
 		URL:                cmd.URL,
 		CommandID:          cmd.CommandID,
 		InfoSourceID:       cmd.InfoSourceID,
 		StatusCode:         envelope.Ptr(res.StatusCode),
-		ContentTypeRaw:     Passthrough(h.Get("Content-Type")),
-		ETag:               Replayable(h.Get("ETag")),
-		LastModified:       Replayable(h.Get("Last-Modified")),
+		ContentTypeRaw:     passthrough(contentType),
+		ETag:               replayable(h.Get("ETag"), latin1),
+		LastModified:       replayable(h.Get("Last-Modified"), latin1),
 	}
 	if res.FinalURL != nil {
 		fact.FinalURL = envelope.Ptr(withoutUserinfo(res.FinalURL))
