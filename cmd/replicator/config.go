@@ -78,15 +78,65 @@ type Config struct {
 }
 
 // setting is one REPLICATOR_* variable: its default (as the text an operator
-// would write) and how it is applied to a Config.
+// would write), what a blank value means, and how it is applied to a Config.
 type setting struct {
-	name string
-	def  string
-	help string
-	set  func(c *Config, v string) error
+	name  string
+	def   string
+	blank blankMeaning
+	help  string
+	set   func(c *Config, v string) error
 	// secret settings are shown redacted in errors (URL userinfo).
 	secret bool
 }
+
+// blankMeaning is what a variable that is set but empty (or only spaces),
+// as systemd's "VAR=" leaves it, means for one setting. The drop-in promise
+// decides it: an env file written for the reference must not behave
+// differently here. The reference's pydantic-settings passes the empty
+// string to the field as it is, so:
+//
+//   - numbers (every …_SECONDS, …_MS, byte count and count): "" does not
+//     parse, a validation error there, so a start-up error here too. The
+//     project's own numbers (REPLICATOR_MAX_FETCH_SECONDS,
+//     REPLICATOR_CONCURRENCY, REPLICATOR_MAX_HELD) follow the same rule.
+//   - REPLICATOR_BLOB_BACKEND: not one of its literals there; an error.
+//   - REPLICATOR_REDIS_URL and REPLICATOR_CONSUMER_START_ID: accepted as
+//     strings there but the boot fails (no URL scheme; XGROUP CREATE refuses
+//     the id); an error here, before anything is opened.
+//   - REPLICATOR_CONSUMER_GROUP and REPLICATOR_CONSUMER_NAME: there the
+//     empty string becomes the group's or consumer's name. This worker
+//     cannot join under an empty name (the fetch package reads "" as its
+//     default), and quietly using replicator.fetch or replicator@<host>
+//     instead would split a fleet or orphan pending entries, so it is an
+//     error that asks for a real name.
+//   - REPLICATOR_BLOB_DIR: a Path there, and Path("") is ".", the working
+//     directory; the same here.
+//   - REPLICATOR_BLOB_PREFIX: the empty prefix there, blobs at the bucket
+//     root; the same here.
+//   - REPLICATOR_BLOB_BUCKET: the empty string, which is also its default.
+//   - REPLICATOR_LOG_LEVEL: the reference maps an unknown or empty name to
+//     INFO, the default; kept for the empty name only (a misspelt level is
+//     still an error here).
+//   - the project's REPLICATOR_ALLOW_CIDRS, REPLICATOR_METRICS_ADDR and
+//     REPLICATOR_RESOLVE: empty is their documented "none" or "off".
+//
+// A value of spaces only counts as blank: values are trimmed, as before.
+type blankMeaning int
+
+const (
+	// blankRefused, the zero value so that a new setting never falls back
+	// silently: a blank value is a start-up error.
+	blankRefused blankMeaning = iota
+	// blankDefault: a blank value means what unset means.
+	blankDefault
+	// blankEmpty: the empty string is handed to set, which gives it the
+	// reference's meaning.
+	blankEmpty
+)
+
+// errBlank is what loadConfig reports for a blank value of a blankRefused
+// setting.
+var errBlank = errors.New("empty: give a value, or unset the variable for its default")
 
 // settings lists every variable the worker reads, in the order of SPEC.md's
 // section 9. It is also what `replicator worker --help` prints.
@@ -109,14 +159,20 @@ var settings = []setting{
 			c.BlobBackend = v
 			return nil
 		}},
-	{name: "REPLICATOR_BLOB_DIR", def: "blobs",
-		help: "local backend: root of the blob tree",
-		set:  func(c *Config, v string) error { c.BlobDir = v; return nil }},
-	{name: "REPLICATOR_BLOB_BUCKET", def: "",
+	{name: "REPLICATOR_BLOB_DIR", def: "blobs", blank: blankEmpty,
+		help: "local backend: root of the blob tree (empty: the working directory)",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				v = "." // the reference's Path("")
+			}
+			c.BlobDir = v
+			return nil
+		}},
+	{name: "REPLICATOR_BLOB_BUCKET", def: "", blank: blankDefault,
 		help: "gcs backend: bucket (required with gcs)",
 		set:  func(c *Config, v string) error { c.BlobBucket = v; return nil }},
-	{name: "REPLICATOR_BLOB_PREFIX", def: "blobs",
-		help: "gcs backend: object name prefix (slashes at either end are dropped)",
+	{name: "REPLICATOR_BLOB_PREFIX", def: "blobs", blank: blankEmpty,
+		help: "gcs backend: object name prefix (slashes at either end are dropped; empty: the bucket root)",
 		set:  func(c *Config, v string) error { c.BlobPrefix = strings.Trim(v, "/"); return nil }},
 	{name: "REPLICATOR_BLOB_TIMEOUT_SECONDS", def: "30",
 		help: "gcs backend: per-operation timeout",
@@ -139,7 +195,7 @@ var settings = []setting{
 	{name: "REPLICATOR_CONSUMER_NAME", def: "",
 		help: "this worker's name in the group (default replicator@<hostname>)",
 		set: func(c *Config, v string) error {
-			if v == "" {
+			if v == "" { // only when unset: a blank value is refused
 				v = defaultConsumerName()
 			}
 			c.ConsumerName = v
@@ -205,7 +261,7 @@ var settings = []setting{
 			}
 			return nil
 		}},
-	{name: "REPLICATOR_LOG_LEVEL", def: "INFO",
+	{name: "REPLICATOR_LOG_LEVEL", def: "INFO", blank: blankDefault,
 		help: "DEBUG, INFO, WARNING, ERROR or CRITICAL",
 		set: func(c *Config, v string) error {
 			l, ok := logLevels[strings.ToUpper(v)]
@@ -219,15 +275,15 @@ var settings = []setting{
 		help: "commands handled at once",
 		set:  positiveInt(func(c *Config) *int { return &c.Concurrency })},
 	{name: "REPLICATOR_MAX_HELD", def: "",
-		help: "commands held in memory at once (waiting, parked or in flight); reading stops when full",
+		help: "commands held in memory at once (waiting, parked or in flight)",
 		set: func(c *Config, v string) error {
-			if v == "" {
+			if v == "" { // only when unset: a blank value is refused
 				c.MaxHeld = 0
 				return nil
 			}
 			return positiveInt(func(c *Config) *int { return &c.MaxHeld })(c, v)
 		}},
-	{name: "REPLICATOR_ALLOW_CIDRS", def: "",
+	{name: "REPLICATOR_ALLOW_CIDRS", def: "", blank: blankDefault,
 		help: "CIDRs the destination guard lets through (private origins, tests)",
 		set: func(c *Config, v string) error {
 			p, err := guard.ParseCIDRs(v)
@@ -237,7 +293,7 @@ var settings = []setting{
 			c.AllowCIDRs = p
 			return nil
 		}},
-	{name: "REPLICATOR_METRICS_ADDR", def: "",
+	{name: "REPLICATOR_METRICS_ADDR", def: "", blank: blankDefault,
 		help: "host:port serving /metrics and /healthz (empty: off)",
 		set: func(c *Config, v string) error {
 			if v == "" {
@@ -254,7 +310,7 @@ var settings = []setting{
 			c.MetricsAddr = v
 			return nil
 		}},
-	{name: "REPLICATOR_RESOLVE", def: "",
+	{name: "REPLICATOR_RESOLVE", def: "", blank: blankDefault,
 		help: "test/dev only: host=ip pairs answering DNS (the guard still judges them)",
 		set: func(c *Config, v string) error {
 			if _, err := guard.ParseResolve(v); err != nil {
@@ -290,20 +346,27 @@ var defaultConsumerName = func() string {
 	return "replicator@" + h
 }
 
-// loadConfig reads every REPLICATOR_* setting through getenv (os.Getenv in
-// production). An unset or blank variable takes its default; any other value
-// must be valid, and every invalid one is reported (joined), each naming the
-// variable and the value (a Redis URL's password redacted). The errors wrap
-// errSetting.
-func loadConfig(getenv func(string) string) (Config, error) {
+// loadConfig reads every REPLICATOR_* setting through lookup (os.LookupEnv
+// in production). An unset variable takes its default; a blank one means
+// what blankMeaning says for its setting; any other value must be valid.
+// Every invalid one is reported (joined), each naming the variable and the
+// value (a Redis URL's password redacted). The errors wrap errSetting.
+func loadConfig(lookup func(string) (string, bool)) (Config, error) {
 	var c Config
 	var errs []error
 	for _, s := range settings {
-		v := strings.TrimSpace(getenv(s.name))
-		if v == "" {
-			v = s.def
+		raw, isSet := lookup(s.name)
+		v := strings.TrimSpace(raw)
+		var err error
+		switch {
+		case !isSet, v == "" && s.blank == blankDefault:
+			err = s.set(&c, s.def)
+		case v == "" && s.blank == blankRefused:
+			err = errBlank
+		default:
+			err = s.set(&c, v)
 		}
-		if err := s.set(&c, v); err != nil {
+		if err != nil {
 			shown := v
 			if s.secret {
 				shown = envelope.RedactURL(v)
@@ -337,8 +400,15 @@ func seconds2text(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
 }
 
+// minSettingStep is the smallest positive seconds value accepted. Anything
+// finer would not survive the worker's arithmetic: under a nanosecond the
+// time.Duration is 0, which the components read as "use the default", and
+// under a microsecond the fleet pacer's script (which counts microseconds)
+// sees 0, which means no spacing at all.
+const minSettingStep = time.Microsecond
+
 // seconds parses a finite number of seconds, > 0 (or ≥ 0 when zeroOK), at
-// most maxSettingSeconds.
+// most maxSettingSeconds, and, when positive, at least minSettingStep.
 func seconds(field func(*Config) *time.Duration, zeroOK bool) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		f, err := strconv.ParseFloat(v, 64)
@@ -353,7 +423,11 @@ func seconds(field func(*Config) *time.Duration, zeroOK bool) func(*Config, stri
 		case f > maxSettingSeconds:
 			return fmt.Errorf("over %d", maxSettingSeconds)
 		}
-		*field(c) = time.Duration(f * float64(time.Second))
+		d := time.Duration(f * float64(time.Second))
+		if f > 0 && d < minSettingStep {
+			return fmt.Errorf("positive but under %s seconds, the finest step the worker keeps", seconds2text(minSettingStep))
+		}
+		*field(c) = d
 		return nil
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"strings"
@@ -19,94 +20,95 @@ func TestLoadConfigEverySetting(t *testing.T) {
 		variable string
 		get      func(Config) any
 		def      any      // value with the variable unset
+		blank    any      // value with the variable set but blank, or refused
 		good     string   // a valid non-default value
 		goodWant any      // what good parses to
 		bad      []string // each must fail naming the variable and value
 	}{
 		{variable: "REPLICATOR_REDIS_URL", get: func(c Config) any { return c.RedisURL },
-			def: "redis://localhost:6379/0", good: "redis://127.0.0.1:7000/2?addr=127.0.0.1:7001", goodWant: "redis://127.0.0.1:7000/2?addr=127.0.0.1:7001",
+			def: "redis://localhost:6379/0", blank: refused, good: "redis://127.0.0.1:7000/2?addr=127.0.0.1:7001", goodWant: "redis://127.0.0.1:7000/2?addr=127.0.0.1:7001",
 			bad: []string{"http://example.com/", "localhost:6379"}},
 		{variable: "REPLICATOR_BLOB_BACKEND", get: func(c Config) any { return c.BlobBackend },
-			def: "local", good: "gcs", goodWant: "gcs",
+			def: "local", blank: refused, good: "gcs", goodWant: "gcs",
 			bad: []string{"s3", "LOCAL", "gcs " + "x"}},
 		{variable: "REPLICATOR_BLOB_DIR", get: func(c Config) any { return c.BlobDir },
-			def: "blobs", good: "/var/lib/replicator/blobs", goodWant: "/var/lib/replicator/blobs"},
+			def: "blobs", blank: ".", good: "/var/lib/replicator/blobs", goodWant: "/var/lib/replicator/blobs"},
 		{variable: "REPLICATOR_BLOB_BUCKET", get: func(c Config) any { return c.BlobBucket },
-			def: "", good: "temp-blobs", goodWant: "temp-blobs"},
+			def: "", blank: "", good: "temp-blobs", goodWant: "temp-blobs"},
 		{variable: "REPLICATOR_BLOB_PREFIX", get: func(c Config) any { return c.BlobPrefix },
-			def: "blobs", good: "/fetched/blobs/", goodWant: "fetched/blobs"},
+			def: "blobs", blank: "", good: "/fetched/blobs/", goodWant: "fetched/blobs"},
 		{variable: "REPLICATOR_BLOB_TIMEOUT_SECONDS", get: func(c Config) any { return c.BlobTimeout },
-			def: 30 * time.Second, good: "2.5", goodWant: 2500 * time.Millisecond,
-			bad: []string{"0", "-1", "abc", "NaN", "inf", "1e12"}},
+			def: 30 * time.Second, blank: refused, good: "2.5", goodWant: 2500 * time.Millisecond,
+			bad: []string{"1e-10", "5e-7", "0", "-1", "abc", "NaN", "inf", "1e12"}},
 		{variable: "REPLICATOR_BLOB_TTL_SECONDS", get: func(c Config) any { return c.BlobTTL },
-			def: 604800 * time.Second, good: "3600", goodWant: time.Hour,
-			bad: []string{"0", "315360001", "seven days"}},
+			def: 604800 * time.Second, blank: refused, good: "3600", goodWant: time.Hour,
+			bad: []string{"1e-10", "5e-7", "0", "315360001", "seven days"}},
 		{variable: "REPLICATOR_BLOB_SWEEP_INTERVAL_SECONDS", get: func(c Config) any { return c.BlobSweepInterval },
-			def: 900 * time.Second, good: "60", goodWant: time.Minute,
-			bad: []string{"0", "-5", "15m"}},
+			def: 900 * time.Second, blank: refused, good: "60", goodWant: time.Minute,
+			bad: []string{"1e-10", "5e-7", "0", "-5", "15m"}},
 		{variable: "REPLICATOR_BLOB_TEMP_GRACE_SECONDS", get: func(c Config) any { return c.BlobTempGrace },
-			def: 3600 * time.Second, good: "120", goodWant: 2 * time.Minute,
-			bad: []string{"0", "x"}},
+			def: 3600 * time.Second, blank: refused, good: "120", goodWant: 2 * time.Minute,
+			bad: []string{"1e-10", "5e-7", "0", "x"}},
 		{variable: "REPLICATOR_BLOB_MAX_TOTAL_BYTES", get: func(c Config) any { return c.BlobMaxTotalBytes },
-			def: int64(2 << 30), good: "1048576", goodWant: int64(1 << 20),
+			def: int64(2 << 30), blank: refused, good: "1048576", goodWant: int64(1 << 20),
 			bad: []string{"0", "-1", "1.5", "2GiB"}},
 		{variable: "REPLICATOR_CONSUMER_GROUP", get: func(c Config) any { return c.ConsumerGroup },
-			def: "replicator.fetch", good: "replicator.fetch.blue", goodWant: "replicator.fetch.blue"},
+			def: "replicator.fetch", blank: refused, good: "replicator.fetch.blue", goodWant: "replicator.fetch.blue"},
 		{variable: "REPLICATOR_CONSUMER_NAME", get: func(c Config) any { return c.ConsumerName },
-			def: "replicator@testhost", good: "worker-2", goodWant: "worker-2"},
+			def: "replicator@testhost", blank: refused, good: "worker-2", goodWant: "worker-2"},
 		{variable: "REPLICATOR_CONSUMER_START_ID", get: func(c Config) any { return c.ConsumerStartID },
-			def: "$", good: "0", goodWant: "0",
+			def: "$", blank: refused, good: "0", goodWant: "0",
 			bad: []string{"latest", "1-2-3", "-1"}},
 		{variable: "REPLICATOR_READ_BLOCK_MS", get: func(c Config) any { return c.ReadBlock },
-			def: 5 * time.Second, good: "250", goodWant: 250 * time.Millisecond,
+			def: 5 * time.Second, blank: refused, good: "250", goodWant: 250 * time.Millisecond,
 			bad: []string{"abc", "0", "-1", "1.5", "5s"}},
 		{variable: "REPLICATOR_CLAIM_MIN_IDLE_MS", get: func(c Config) any { return c.ClaimMinIdle },
-			def: time.Minute, good: "1500", goodWant: 1500 * time.Millisecond,
+			def: time.Minute, blank: refused, good: "1500", goodWant: 1500 * time.Millisecond,
 			bad: []string{"0", "sixty"}},
 		{variable: "REPLICATOR_MAX_DELIVERY_ATTEMPTS", get: func(c Config) any { return c.MaxDeliveryAttempts },
-			def: 5, good: "3", goodWant: 3,
+			def: 5, blank: refused, good: "3", goodWant: 3,
 			bad: []string{"0", "-2", "3.0", "99999999999"}},
 		{variable: "REPLICATOR_ERROR_BACKOFF_BASE_SECONDS", get: func(c Config) any { return c.ErrorBackoffBase },
-			def: time.Second, good: "0.5", goodWant: 500 * time.Millisecond,
-			bad: []string{"0", "-1", "fast"}},
+			def: time.Second, blank: refused, good: "0.5", goodWant: 500 * time.Millisecond,
+			bad: []string{"1e-10", "5e-7", "0", "-1", "fast"}},
 		{variable: "REPLICATOR_ERROR_BACKOFF_MAX_SECONDS", get: func(c Config) any { return c.ErrorBackoffMax },
-			def: 30 * time.Second, good: "10", goodWant: 10 * time.Second,
-			bad: []string{"0", "0.5" /* below the base */, "x"}},
+			def: 30 * time.Second, blank: refused, good: "10", goodWant: 10 * time.Second,
+			bad: []string{"1e-10", "5e-7", "0", "0.5" /* below the base */, "x"}},
 		{variable: "REPLICATOR_MAX_CONSECUTIVE_CYCLE_FAILURES", get: func(c Config) any { return c.MaxConsecutiveCycleFailures },
-			def: 20, good: "3", goodWant: 3,
+			def: 20, blank: refused, good: "3", goodWant: 3,
 			bad: []string{"0", "many"}},
 		{variable: "REPLICATOR_DEDUPE_TTL_SECONDS", get: func(c Config) any { return c.DedupeTTL },
-			def: 24 * time.Hour, good: "60", goodWant: time.Minute,
+			def: 24 * time.Hour, blank: refused, good: "60", goodWant: time.Minute,
 			bad: []string{"0", "60.5", "315360001"}},
 		{variable: "REPLICATOR_MAX_BLOB_BYTES", get: func(c Config) any { return c.MaxBlobBytes },
-			def: int64(64 << 20), good: "1024", goodWant: int64(1024),
+			def: int64(64 << 20), blank: refused, good: "1024", goodWant: int64(1024),
 			bad: []string{"0", "64MiB"}},
 		{variable: "REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS", get: func(c Config) any { return c.MaxFetchTimeout },
-			def: 120 * time.Second, good: "60", goodWant: time.Minute,
-			bad: []string{"0", "-1", "121" /* above the whole-fetch bound */}},
+			def: 120 * time.Second, blank: refused, good: "60", goodWant: time.Minute,
+			bad: []string{"1e-10", "5e-7", "0", "-1", "121" /* above the whole-fetch bound */}},
 		{variable: "REPLICATOR_MAX_FETCH_SECONDS", get: func(c Config) any { return c.MaxFetchTime },
-			def: 120 * time.Second, good: "300", goodWant: 5 * time.Minute,
-			bad: []string{"0", "119" /* below the timeout ceiling */, "2m"}},
+			def: 120 * time.Second, blank: refused, good: "300", goodWant: 5 * time.Minute,
+			bad: []string{"1e-10", "5e-7", "0", "119" /* below the timeout ceiling */, "2m"}},
 		{variable: "REPLICATOR_MIN_HOST_INTERVAL_SECONDS", get: func(c Config) any { return c.MinHostInterval },
-			def: time.Second, good: "0", goodWant: time.Duration(0),
-			bad: []string{"-0.1", "3601", "NaN", "one"}},
+			def: time.Second, blank: refused, good: "0", goodWant: time.Duration(0),
+			bad: []string{"1e-10", "5e-7", "-0.1", "3601", "NaN", "one"}},
 		{variable: "REPLICATOR_LOG_LEVEL", get: func(c Config) any { return c.LogLevel },
-			def: slog.LevelInfo, good: "warning", goodWant: slog.LevelWarn,
+			def: slog.LevelInfo, blank: slog.LevelInfo, good: "warning", goodWant: slog.LevelWarn,
 			bad: []string{"verbose", "10"}},
 		{variable: "REPLICATOR_CONCURRENCY", get: func(c Config) any { return c.Concurrency },
-			def: 16, good: "64", goodWant: 64,
+			def: 16, blank: refused, good: "64", goodWant: 64,
 			bad: []string{"0", "-1", "lots"}},
 		{variable: "REPLICATOR_MAX_HELD", get: func(c Config) any { return c.MaxHeld },
-			def: 0, good: "1", goodWant: 1,
+			def: 0, blank: refused, good: "1", goodWant: 1,
 			bad: []string{"0", "-1", "all"}},
 		{variable: "REPLICATOR_ALLOW_CIDRS", get: func(c Config) any { return c.AllowCIDRs },
-			def: []netip.Prefix(nil), good: "127.0.0.0/8, 10.1.2.3", goodWant: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.1.2.3/32")},
+			def: []netip.Prefix(nil), blank: []netip.Prefix(nil), good: "127.0.0.0/8, 10.1.2.3", goodWant: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.1.2.3/32")},
 			bad: []string{"127.0.0.0/33", "localhost"}},
 		{variable: "REPLICATOR_METRICS_ADDR", get: func(c Config) any { return c.MetricsAddr },
-			def: "", good: "127.0.0.1:9464", goodWant: "127.0.0.1:9464",
+			def: "", blank: "", good: "127.0.0.1:9464", goodWant: "127.0.0.1:9464",
 			bad: []string{"9464", "127.0.0.1:http", "127.0.0.1:70000"}},
 		{variable: "REPLICATOR_RESOLVE", get: func(c Config) any { return c.Resolve },
-			def: "", good: "h0.test=127.0.0.1,h1.test=127.0.0.1", goodWant: "h0.test=127.0.0.1,h1.test=127.0.0.1",
+			def: "", blank: "", good: "h0.test=127.0.0.1,h1.test=127.0.0.1", goodWant: "h0.test=127.0.0.1,h1.test=127.0.0.1",
 			bad: []string{"h0.test", "h0.test=not-an-ip"}},
 	}
 
@@ -122,15 +124,29 @@ func TestLoadConfigEverySetting(t *testing.T) {
 				if diff := cmp.Diff(tt.def, tt.get(c), cmpPrefixes); diff != "" {
 					t.Errorf("default (-want +got):\n%s", diff)
 				}
-				// Blank means unset, as with systemd's "VAR=".
-				c, err = loadConfig(env(map[string]string{tt.variable: "  "}))
-				if err != nil {
-					t.Fatalf("loadConfig with a blank value: %v", err)
-				}
-				if diff := cmp.Diff(tt.def, tt.get(c), cmpPrefixes); diff != "" {
-					t.Errorf("blank (-want +got):\n%s", diff)
-				}
 			})
+			// Blank ("VAR=" in an env file) means what it means to the
+			// reference: see blankMeaning.
+			for _, blank := range []string{"", "  "} {
+				t.Run(fmt.Sprintf("blank=%q", blank), func(t *testing.T) {
+					c, err := loadConfig(env(map[string]string{tt.variable: blank}))
+					if tt.blank == refused {
+						if !errors.Is(err, errSetting) {
+							t.Fatalf("loadConfig(%s=%q) = %v, want an error wrapping errSetting", tt.variable, blank, err)
+						}
+						if msg := err.Error(); !strings.Contains(msg, tt.variable+`=""`) || !strings.Contains(msg, "empty") {
+							t.Errorf("error %q does not name the variable and say it is empty", msg)
+						}
+						return
+					}
+					if err != nil {
+						t.Fatalf("loadConfig(%s=%q): %v", tt.variable, blank, err)
+					}
+					if diff := cmp.Diff(tt.blank, tt.get(c), cmpPrefixes); diff != "" {
+						t.Errorf("(-want +got):\n%s", diff)
+					}
+				})
+			}
 			t.Run("good", func(t *testing.T) {
 				vars := map[string]string{tt.variable: tt.good}
 				if tt.variable == "REPLICATOR_BLOB_BACKEND" {
@@ -161,6 +177,38 @@ func TestLoadConfigEverySetting(t *testing.T) {
 		if !covered[s.name] {
 			t.Errorf("setting %s has no row in this table", s.name)
 		}
+	}
+}
+
+// TestLoadConfigFinestSeconds: a positive seconds value is kept as given
+// down to a microsecond, never rounded to 0 (which the components read as
+// "the default", or for the host interval as "no pacing").
+func TestLoadConfigFinestSeconds(t *testing.T) {
+	tests := []struct {
+		name string
+		vars map[string]string
+		get  func(Config) time.Duration
+		want time.Duration
+	}{
+		{name: "blob TTL of a microsecond", vars: map[string]string{"REPLICATOR_BLOB_TTL_SECONDS": "0.000001"},
+			get: func(c Config) time.Duration { return c.BlobTTL }, want: time.Microsecond},
+		{name: "host interval of a microsecond", vars: map[string]string{"REPLICATOR_MIN_HOST_INTERVAL_SECONDS": "1e-6"},
+			get: func(c Config) time.Duration { return c.MinHostInterval }, want: time.Microsecond},
+		{name: "host interval of zero still disables pacing", vars: map[string]string{"REPLICATOR_MIN_HOST_INTERVAL_SECONDS": "0"},
+			get: func(c Config) time.Duration { return c.MinHostInterval }, want: 0},
+		{name: "sweep interval in fractions", vars: map[string]string{"REPLICATOR_BLOB_SWEEP_INTERVAL_SECONDS": "0.0015"},
+			get: func(c Config) time.Duration { return c.BlobSweepInterval }, want: 1500 * time.Microsecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := loadConfig(env(tt.vars))
+			if err != nil {
+				t.Fatalf("loadConfig: %v", err)
+			}
+			if got := tt.get(c); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
 
@@ -211,10 +259,16 @@ func TestLoadConfigRedactsRedisPassword(t *testing.T) {
 	}
 }
 
-// env returns a getenv over vars only, so the machine's environment never
+// env returns a lookup over vars only, so the machine's environment never
 // leaks into a test.
-func env(vars map[string]string) func(string) string {
-	return func(k string) string { return vars[k] }
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := vars[k]
+		return v, ok
+	}
 }
+
+// refused is a row's blank value when a blank must be a start-up error.
+var refused = struct{ refused bool }{true}
 
 var cmpPrefixes = cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })
