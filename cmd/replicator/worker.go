@@ -33,13 +33,19 @@ const workerDescription = `Runs the consume loop: reads content_fetch commands f
 the consumer group, fetches them (guarded, paced, many at once), stores the
 bytes and publishes one fact per command on content.blobs; permanent
 failures are dead-lettered on content.fetch.dlq. Per-host politeness comes
-from content.fetch-policy, replayed before the first command is read.
+from content.fetch-policy, replayed before the first command is read; with
+the local backend the blob tree is measured (the first sweep) before then
+too, so REPLICATOR_BLOB_MAX_TOTAL_BYTES holds from the first command.
 
-Settings come from the environment; an unset or blank variable takes its
-default, any other invalid value stops the start (exit 2). Logs are JSON on
-stderr. SIGTERM or SIGINT stops reading, lets in-flight fetches finish and
-exits 0; a broker that keeps failing makes it exit 1 so a supervisor
-restarts it.`
+Settings come from the environment; an unset variable takes its default. A
+blank one (VAR=) is refused for numbers and for most names, as it is by the
+reference; REPLICATOR_BLOB_DIR= is the working directory,
+REPLICATOR_BLOB_PREFIX= the bucket root, and REPLICATOR_LOG_LEVEL=,
+REPLICATOR_BLOB_BUCKET=, REPLICATOR_ALLOW_CIDRS=, REPLICATOR_METRICS_ADDR=
+and REPLICATOR_RESOLVE= take their defaults. Any invalid value stops the
+start (exit 2) naming the variable. Logs are JSON on stderr. SIGTERM or
+SIGINT stops reading, lets in-flight fetches finish and exits 0; a broker
+that keeps failing makes it exit 1 so a supervisor restarts it.`
 
 // healthTimeout bounds the Redis PING behind /healthz.
 const healthTimeout = time.Second
@@ -72,7 +78,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "replicator worker: takes no arguments (settings come from REPLICATOR_* variables), got %q\n", fs.Arg(0))
 		return 2
 	}
-	cfg, err := loadConfig(os.Getenv)
+	cfg, err := loadConfig(os.LookupEnv)
 	if err != nil {
 		for line := range strings.SplitSeq(err.Error(), "\n") {
 			fmt.Fprintf(stderr, "replicator worker: %s\n", strings.TrimPrefix(line, "replicator: "))
@@ -245,8 +251,38 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Info("stopped before the fetch policy replay finished")
 		return nil
 	}
+	if sweeper != nil && cfg.BlobMaxTotalBytes > 0 {
+		if err := waitMeasured(ctx, sweeper, cfg.BlobMaxTotalBytes, log); err != nil {
+			if ctx.Err() != nil {
+				log.Info("stopped before the blob tree was measured")
+				return nil
+			}
+			return err
+		}
+	}
 	if err := worker.Run(ctx); err != nil {
 		return err
+	}
+	return nil
+}
+
+// waitMeasured waits for the first sweep (started by the caller) to measure
+// the blob tree. Until then the sink's total counts only this process's new
+// blobs, so a worker restarted on a tree already over the ceiling would
+// fetch and store until the walk ended. The walk runs alongside the policy
+// replay, so it only delays consuming by what it takes beyond that.
+func waitMeasured(ctx context.Context, s *local.Sink, ceiling int64, log *slog.Logger) error {
+	log.Info("waiting for the first blob sweep to measure the tree before reading commands (REPLICATOR_BLOB_MAX_TOTAL_BYTES)",
+		"blob_dir", s.Dir(), "max_total_bytes", ceiling)
+	started := time.Now()
+	if err := s.WaitMeasured(ctx); err != nil {
+		return fmt.Errorf("measuring the blob tree for REPLICATOR_BLOB_MAX_TOTAL_BYTES: %w", err)
+	}
+	attrs := []any{"bytes_held", s.Usage(), "max_total_bytes", ceiling, "duration_ms", time.Since(started).Milliseconds()}
+	if s.Full() {
+		log.Warn("blob tree is at or over REPLICATOR_BLOB_MAX_TOTAL_BYTES; fetches park until a sweep frees space", attrs...)
+	} else {
+		log.Info("blob tree measured", attrs...)
 	}
 	return nil
 }

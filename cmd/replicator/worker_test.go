@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -32,6 +33,17 @@ func TestWorkerRefusesBadSettings(t *testing.T) {
 			want: []string{"REPLICATOR_BLOB_BUCKET"}},
 		{name: "whole-fetch bound below the timeout ceiling", env: []string{"REPLICATOR_MAX_FETCH_SECONDS=10"},
 			want: []string{"REPLICATOR_MAX_FETCH_SECONDS", "REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS"}},
+		// Positive values too small for a time.Duration used to become 0,
+		// which the components read as their defaults.
+		{name: "blob TTL under a nanosecond", env: []string{"REPLICATOR_BLOB_TTL_SECONDS=1e-10"},
+			want: []string{`REPLICATOR_BLOB_TTL_SECONDS="1e-10"`}},
+		{name: "fetch timeout ceiling under a nanosecond", env: []string{"REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS=1e-10"},
+			want: []string{`REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS="1e-10"`}},
+		// Blank numbers are the reference's validation errors, not defaults.
+		{name: "blank number", env: []string{"REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS="},
+			want: []string{`REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS="": empty`}},
+		{name: "blank consumer group", env: []string{"REPLICATOR_CONSUMER_GROUP=  "},
+			want: []string{`REPLICATOR_CONSUMER_GROUP="": empty`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -390,5 +402,66 @@ func TestWorkerAgainstCluster(t *testing.T) {
 	}
 	if code := w.stop(t, 30*time.Second); code != 0 {
 		t.Errorf("worker exited %d after SIGTERM, want 0", code)
+	}
+}
+
+// TestWorkerMeasuresTheBlobTreeBeforeConsuming restarts a worker on a blob
+// tree already over REPLICATOR_BLOB_MAX_TOTAL_BYTES (SPEC 8): the first
+// sweep measures it before the consume loop starts, so the command waiting
+// on the stream parks instead of being fetched and stored.
+func TestWorkerMeasuresTheBlobTreeBeforeConsuming(t *testing.T) {
+	origin := testenv.StartOrigin(t, testenv.Status(200, map[string]string{"Content-Type": "text/plain"}, "body\n"))
+	srv := testenv.StartRedis(t)
+	c := redisClient(t, srv)
+	dir := t.TempDir()
+	// What an earlier run left: one fresh 2000-byte blob, twice the ceiling.
+	held := filepath.Join(dir, "ab", "cd", "abcd"+strings.Repeat("0", 60)+".bin")
+	if err := os.MkdirAll(filepath.Dir(held), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(held, make([]byte, 2000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := &envelope.ContentFetch{OccurredAt: time.Now(), CommandID: "01JCE1NG000000000000000000", URL: origin.URL + "/doc", InfoSourceID: "src-ceiling"}
+	if _, err := publish(t.Context(), c, streamCommands, cmd); err != nil {
+		t.Fatal(err)
+	}
+
+	w := startBinary(t, workerEnv(srv, dir,
+		"REPLICATOR_BLOB_MAX_TOTAL_BYTES=1000",
+		"REPLICATOR_CONSUMER_START_ID=0", // the command was published before the group existed
+	), "worker")
+	waitFor(t, 30*time.Second, "the command to be refused for the ceiling", func() bool {
+		if w.exited() {
+			t.Fatalf("worker exited early with %d", w.code)
+		}
+		return strings.Contains(w.stderr.String(), "blob storage over its ceiling")
+	})
+	if n := len(origin.Requests()); n != 0 {
+		t.Errorf("origin saw %d requests; want none while the tree is over the ceiling", n)
+	}
+	for _, f := range readStream(t, c, streamFacts) {
+		if p := f.FieldValues[envelope.FieldPayload]; strings.Contains(p, "blob_available") {
+			t.Errorf("a blob_available fact was published over the ceiling: %s", p)
+		}
+	}
+	if code := w.stop(t, 30*time.Second); code != 0 {
+		t.Errorf("worker exited %d after SIGTERM, want 0", code)
+	}
+
+	// Start-up says what it waits for, and the answer comes before the
+	// consume loop starts.
+	logs := w.stderr.String()
+	waiting := strings.Index(logs, "waiting for the first blob sweep to measure the tree")
+	measured := strings.Index(logs, "blob tree is at or over REPLICATOR_BLOB_MAX_TOTAL_BYTES")
+	consuming := strings.Index(logs, `"msg":"worker starting"`)
+	switch {
+	case waiting < 0 || measured < 0:
+		t.Errorf("the worker did not log waiting for and finding the tree over the ceiling:\n%s", tail(logs, 3000))
+	case consuming < 0 || consuming < measured:
+		t.Errorf("the consume loop started (at %d) before the tree was measured (at %d):\n%s", consuming, measured, tail(logs, 3000))
+	}
+	if !strings.Contains(logs, `"bytes_held":2000`) {
+		t.Errorf("the measurement does not report the 2000 bytes held:\n%s", tail(logs, 3000))
 	}
 }

@@ -35,7 +35,10 @@
 // crash loop fills the disk with temps too); between sweeps each new blob
 // adds its size to that figure. Full reports whether the figure has reached
 // MaxTotalBytes, and the fetcher stops storing until a sweep frees space.
-// The sweep never reaps a blob early to make room.
+// The sweep never reaps a blob early to make room. Until the first sweep
+// has measured it, the figure counts only this Sink's own new blobs, so a
+// process reopening a tree that may already be over the ceiling starts Run
+// and waits on WaitMeasured before it stores anything.
 //
 // # Concurrency
 //

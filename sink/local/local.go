@@ -77,9 +77,16 @@ type Sink struct {
 	// blob and around the sweep's stat-and-unlink and rmdir in that shard.
 	shards [256]sync.Mutex
 
-	usageMu sync.Mutex
-	base    int64 // bytes measured by the last sweep
-	added   int64 // bytes of blobs created since that sweep began
+	usageMu  sync.Mutex
+	base     int64 // bytes measured by the last sweep
+	added    int64 // bytes of blobs created since that sweep began
+	measured bool  // a sweep has measured the tree
+	sweepErr error // the last sweep's failure, while none has measured
+
+	// swept is closed when the first sweep ends, measured or failed (not
+	// cancelled), for WaitMeasured.
+	swept     chan struct{}
+	sweptOnce sync.Once
 }
 
 var (
@@ -124,6 +131,7 @@ func New(opts Options) (*Sink, error) {
 		maxTotal:  opts.MaxTotalBytes,
 		log:       opts.Logger,
 		now:       time.Now,
+		swept:     make(chan struct{}),
 	}
 	s.warnIfUnreachable()
 	return s, nil
@@ -299,12 +307,34 @@ func (s *Sink) Open(ctx context.Context, fingerprint string) (io.ReadCloser, err
 }
 
 // Usage returns the bytes the tree holds: the last sweep's measurement plus
-// the size of every blob created since that sweep began. It is zero until
-// the first sweep has measured the tree.
+// the size of every blob created since that sweep began. Until a sweep has
+// measured the tree it counts only the blobs this Sink created, so a caller
+// enforcing the ceiling on a tree that may already hold data waits for
+// WaitMeasured first.
 func (s *Sink) Usage() int64 {
 	s.usageMu.Lock()
 	defer s.usageMu.Unlock()
 	return s.base + s.added
+}
+
+// WaitMeasured blocks until a sweep has measured the tree, so that Usage and
+// Full account for what was on disk before this Sink was opened. It returns
+// nil once measured, the error of the first sweep if that one failed (Run
+// retries at its next tick, but a caller starting up should not wait a whole
+// interval on a tree it cannot read), or ctx.Err() if ctx ends first. It
+// does not sweep: Run or Sweep, called concurrently or earlier, does.
+func (s *Sink) WaitMeasured(ctx context.Context) error {
+	select {
+	case <-s.swept:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.usageMu.Lock()
+	defer s.usageMu.Unlock()
+	if s.measured {
+		return nil
+	}
+	return s.sweepErr
 }
 
 // Full reports whether Usage has reached MaxTotalBytes; always false when

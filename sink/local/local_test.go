@@ -435,6 +435,86 @@ func TestCeiling(t *testing.T) {
 	}
 }
 
+// TestWaitMeasuredReopenedTreeOverTheCeiling: a Sink opened on a tree that
+// already holds more than MaxTotalBytes is not Full until a sweep has
+// measured it, and WaitMeasured is how a caller waits for that before its
+// first store (SPEC 8: bytes held over the ceiling park new fetches).
+func TestWaitMeasuredReopenedTreeOverTheCeiling(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "blobs")
+	first := newSink(t, Options{Dir: dir, MaxTotalBytes: 1000})
+	mustPut(t, first, time.Now(), sinktest.Bytes(1, 1200))
+
+	s := newSink(t, Options{Dir: dir, MaxTotalBytes: 1000})
+	if s.Full() {
+		t.Fatal("Full() before any sweep = true; the unmeasured figure counts only this Sink's blobs")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if err := s.WaitMeasured(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitMeasured with no sweep = %v, want context.DeadlineExceeded", err)
+	}
+
+	runCtx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx, time.Hour) }()
+	defer func() { stop(); <-done }()
+	if err := s.WaitMeasured(t.Context()); err != nil {
+		t.Fatalf("WaitMeasured: %v", err)
+	}
+	if got := s.Usage(); got != 1200 || !s.Full() {
+		t.Errorf("after WaitMeasured: Usage() = %d, Full() = %v; want 1200, true", got, s.Full())
+	}
+	// Later calls return at once.
+	if err := s.WaitMeasured(t.Context()); err != nil {
+		t.Errorf("second WaitMeasured: %v", err)
+	}
+}
+
+func TestWaitMeasuredSweepOutcomes(t *testing.T) {
+	s := newSink(t, Options{})
+	mustPut(t, s, time.Now(), []byte("x")) // a shard, where the walk checks ctx
+
+	// A cancelled sweep measured nothing: waiters keep waiting.
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.Sweep(cancelled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sweep(cancelled) = %v", err)
+	}
+	short, cancelShort := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancelShort()
+	if err := s.WaitMeasured(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitMeasured after a cancelled sweep = %v, want context.DeadlineExceeded", err)
+	}
+
+	// A first sweep that cannot read the root is reported, not waited out:
+	// the next try is a whole interval away. (A file in place of the root,
+	// because permissions do not stop root.)
+	if err := os.RemoveAll(s.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.Dir(), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, sweepErr := s.Sweep(t.Context())
+	if sweepErr == nil {
+		t.Fatal("Sweep of a root that is a file succeeded")
+	}
+	if err := s.WaitMeasured(t.Context()); err == nil || err.Error() != sweepErr.Error() {
+		t.Fatalf("WaitMeasured after a failed sweep = %v, want the sweep's error %v", err, sweepErr)
+	}
+
+	// Once a sweep measures the tree, the failure is history.
+	if err := os.Remove(s.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sweep(t.Context()); err != nil {
+		t.Fatalf("Sweep: %v", err)
+	}
+	if err := s.WaitMeasured(t.Context()); err != nil {
+		t.Errorf("WaitMeasured after a measuring sweep = %v, want nil", err)
+	}
+}
+
 func TestUsageKeepsStoresMadeDuringASweep(t *testing.T) {
 	s := newSink(t, Options{})
 	now := time.Now()

@@ -59,6 +59,7 @@ func (s *Sink) Sweep(ctx context.Context) (SweepStats, error) {
 // sweeping the same tree) is not a failure. The returned error is ctx.Err()
 // when the sweep was cancelled, in which case Usage is left as it was, or
 // an error reading the root; failures on single entries are only counted.
+// A sweep that returns nil has measured the tree (see WaitMeasured).
 func (s *Sink) SweepAt(ctx context.Context, now time.Time) (SweepStats, error) {
 	var st SweepStats
 	s.usageMu.Lock()
@@ -67,6 +68,14 @@ func (s *Sink) SweepAt(ctx context.Context, now time.Time) (SweepStats, error) {
 
 	blobs, temps, shards, err := s.walk(ctx, &st)
 	if err != nil {
+		if ctx.Err() == nil {
+			s.usageMu.Lock()
+			if !s.measured {
+				s.sweepErr = err
+			}
+			s.usageMu.Unlock()
+			s.sweptOnce.Do(func() { close(s.swept) })
+		}
 		return st, err
 	}
 	s.reapBlobs(blobs, now.Add(-s.ttl), &st)
@@ -86,7 +95,9 @@ func (s *Sink) SweepAt(ctx context.Context, now time.Time) (SweepStats, error) {
 	s.usageMu.Lock()
 	s.base = st.BytesRemaining()
 	s.added -= mark // keep what was created while the sweep ran
+	s.measured, s.sweepErr = true, nil
 	s.usageMu.Unlock()
+	s.sweptOnce.Do(func() { close(s.swept) })
 
 	attrs := []any{
 		slog.Int("blobs_reaped", st.BlobsReaped),
