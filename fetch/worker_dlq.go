@@ -58,8 +58,9 @@ func (w *Worker) accept(ctx context.Context, entries []rueidis.XRangeSlice) erro
 		exists[i] = w.client.B().Exists().Key(w.dedupeKey(it.cmd.CommandID)).Build()
 	}
 	var (
-		dups     []string
-		firstErr error
+		dups      []string
+		unhandled []string // left pending without being handled
+		firstErr  error
 	)
 	for i, r := range w.client.DoMulti(ctx, exists...) {
 		it := cands[i]
@@ -78,12 +79,18 @@ func (w *Worker) accept(ctx context.Context, entries []rueidis.XRangeSlice) erro
 				"command_id", it.cmd.CommandID, "url", envelope.RedactURL(it.cmd.URL), "host", it.host, "outcome", "duplicate")
 			continue
 		}
-		if ok, why := w.route(it); !ok {
+		ok, why, evicted := w.route(it)
+		if !ok {
 			w.m.commands.WithLabelValues("deferred", "").Inc()
 			w.log.DebugContext(ctx, "left a command pending", "message_id", it.id,
 				"command_id", it.cmd.CommandID, "host", it.host, "why", why)
+			unhandled = append(unhandled, it.id)
+		}
+		if evicted != "" {
+			unhandled = append(unhandled, evicted)
 		}
 	}
+	w.giveBack(ctx, unhandled...)
 	if len(dups) > 0 {
 		if err := w.ack(ctx, dups...); err != nil && firstErr == nil {
 			w.brokerFailure("ack")
@@ -237,8 +244,11 @@ func (w *Worker) close(it *item, out Outcome) {
 		if err := w.deadLetter(ctx, it.id, it.fields, string(envelope.ReasonHandlerError), out.Err, it.cmd); err != nil {
 			w.fateError(ctx, it, "dlq", err)
 		}
+	case Transient:
+		// Nothing is written; the entry returns through the reclaim, and
+		// this delivery does not count toward the ceiling.
+		w.giveBack(ctx, it.id)
 	}
-	// Transient: nothing is written; the entry returns through the reclaim.
 }
 
 func (w *Worker) fateError(ctx context.Context, it *item, op string, err error) {

@@ -133,28 +133,31 @@ func (w *Worker) forgetIfIdleLocked(q *hostQueue) {
 
 // route takes a triaged command into memory and starts it when its host
 // allows. It returns false when the command is not held: the host already
-// holds MaxHeldPerHost, the same command_id is already held, or the worker
-// is stopping. The entry then stays pending and returns through the
-// reclaim after ClaimMinIdle.
-func (w *Worker) route(it *item) (held bool, why string) {
+// holds MaxHeldPerHost, the same command_id is already held, the worker is
+// full, or it is stopping. The entry then stays pending and returns through
+// the reclaim after ClaimMinIdle. evicted names a held command that gave up
+// its place to this one (makeRoomLocked), left pending the same way.
+func (w *Worker) route(it *item) (held bool, why string, evicted string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopping {
-		return false, "stopping"
+		return false, "stopping", ""
 	}
 	if _, dup := w.byCommand[it.cmd.CommandID]; dup {
 		// Handled one at a time, as the reference would: once the first
 		// closes, the dedupe key decides the second.
-		return false, "same command_id already held"
+		return false, "same command_id already held", ""
 	}
 	q := w.queueLocked(it.host)
 	if q.size() >= w.o.MaxHeldPerHost {
 		w.forgetIfIdleLocked(q)
-		return false, "host backlog full"
+		return false, "host backlog full", ""
 	}
-	if len(w.held) >= w.o.MaxHeld && !w.makeRoomLocked(q) {
-		w.forgetIfIdleLocked(q)
-		return false, "worker full"
+	if len(w.held) >= w.o.MaxHeld {
+		if evicted = w.makeRoomLocked(q); evicted == "" {
+			w.forgetIfIdleLocked(q)
+			return false, "worker full", ""
+		}
 	}
 	w.seq++
 	it.seq = w.seq
@@ -162,7 +165,7 @@ func (w *Worker) route(it *item) (held bool, why string) {
 	w.byCommand[it.cmd.CommandID] = it
 	q.insert(it)
 	w.dispatchLocked(q)
-	return true, ""
+	return true, "", evicted
 }
 
 // hostBoundLocked reports whether q's waiting commands wait for their
@@ -186,16 +189,17 @@ func (w *Worker) evictableLocked() int {
 }
 
 // makeRoomLocked drops one held command to make room for a command of
-// another host, when the worker is full: the newest waiting command of the
+// another host, when the worker is full, and returns its entry id ("" when
+// none may go): the newest waiting command of the
 // longest host-bound queue. It stays pending and returns through the
 // reclaim, as one left pending for a full host backlog does. Without this, a
 // few backlogged hosts would fill MaxHeld and hold up every other host
 // until they drain (SPEC 7: waiting for one host never holds up commands
 // for other hosts). A command whose own host is host-bound gets no room: it
 // would only wait in memory instead of in the stream.
-func (w *Worker) makeRoomLocked(asker *hostQueue) bool {
+func (w *Worker) makeRoomLocked(asker *hostQueue) (evicted string) {
 	if w.hostBoundLocked(asker) {
-		return false
+		return ""
 	}
 	var victim *hostQueue
 	for _, q := range w.hosts {
@@ -204,7 +208,7 @@ func (w *Worker) makeRoomLocked(asker *hostQueue) bool {
 		}
 	}
 	if victim == nil {
-		return false
+		return ""
 	}
 	it := victim.waiting[len(victim.waiting)-1]
 	victim.remove(it)
@@ -216,7 +220,7 @@ func (w *Worker) makeRoomLocked(asker *hostQueue) bool {
 	w.log.Debug("left a command pending to make room for another host", "message_id", it.id,
 		"command_id", it.cmd.CommandID, "host", victim.host, "backlog", len(victim.waiting))
 	w.forgetIfIdleLocked(victim)
-	return true
+	return it.id
 }
 
 // dispatchLocked starts the commands q may run now: the head while it is
