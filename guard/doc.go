@@ -1,8 +1,8 @@
 // Package guard decides what a fetch of an untrusted command may look like
 // and where it may go: the request-options sanitizer (SPEC 5) and the
 // destination guard (SPEC 6). It is pure — the standard library and
-// golang.org/x/net/http/httpguts only — so an issuer can embed the same rules
-// the worker applies.
+// golang.org/x/net (httpguts, idna) only — so an issuer can embed the same
+// rules the worker applies.
 //
 // # Request options
 //
@@ -42,9 +42,12 @@
 // refused if the deny table of its family holds it.
 //
 // A destination is judged three times on the way to a socket: CheckURL or
-// CheckHost before anything is sent (IP literals in every spelling — decimal,
-// hex, octal, short forms, zones — are read as the address they mean; a name
-// is resolved and every answer judged); DialContext, which the fetcher's
+// CheckHost before anything is sent (the host is first converted to the
+// ASCII name net/http will dial, with the same IDNA profile, and one that
+// does not convert fails with ErrInvalidHost; IP literals in every spelling
+// — decimal, hex, octal, short forms, zones, fullwidth or other Unicode
+// digits — are read as the address they mean; a name is resolved and every
+// answer judged); DialContext, which the fetcher's
 // http.Transport uses, resolves again and judges again; and Control, the
 // dialer's hook, judges the exact ip:port being connected. The last check is
 // what closes DNS rebinding and covers every redirect hop, whatever resolved

@@ -119,7 +119,27 @@ func spellings(v uint32) []string {
 		fmt.Sprintf("%d.%d.%d", b[0], b[1], v&0xffff),
 		fmt.Sprintf("%d.%d", b[0], v&0xffffff),
 		fmt.Sprintf("0x%x.%d", b[0], v&0xffffff),
+		// Unicode digits IDNA maps to ASCII, as net/http does before dialing.
+		mapDigits(fmt.Sprintf("%d.%d.%d.%d", b[0], b[1], b[2], b[3]), '０', '。'), // fullwidth
+		mapDigits(strconv.FormatUint(uint64(v), 10), '𝟎', '.'),                  // mathematical bold
+		mapDigits(fmt.Sprintf("%d.%d", b[0], v&0xffffff), '𝟶', '｡'),             // monospace, halfwidth stop
 	}
+}
+
+// mapDigits rewrites the ASCII digits of s from zero on and its dots as dot.
+func mapDigits(s string, zero, dot rune) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case '0' <= r && r <= '9':
+			b.WriteRune(zero + r - '0')
+		case r == '.':
+			b.WriteRune(dot)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // embeddings returns IPv6 addresses carrying the IPv4 address v; extra fills
@@ -160,9 +180,19 @@ func FuzzDestination(f *testing.F) {
 	f.Add("[2001:0:4136:e378:8000:63bf:80ff:fffe]", uint32(0), uint32(3)) // Teredo; this network
 	f.Add("[64:ff9b:1::7f00:1]", uint32(0xffffffff), uint32(4))           // local NAT64; broadcast
 	f.Add("１２７.０.０.１", uint32(0xe0000001), uint32(5))                     // fullwidth; multicast
+	f.Add("𝟏𝟐𝟕.𝟎.𝟎.𝟏", uint32(0xc0a80001), uint32(8))                     // mathematical bold; private
+	f.Add("①②⑦.0.0.1", uint32(0xc6336401), uint32(9))                     // circled; documentation
+	f.Add("ｌｏｃａｌｈｏｓｔ", uint32(0x5db8d70e), uint32(10))                    // fullwidth name; public
+	f.Add("bücher.test", uint32(0x0a000007), uint32(11))                  // IDN to private; private
+	f.Add("bücher-.test", uint32(0x64400001), uint32(12))                 // no ASCII form
+	f.Add("１２７.０.０.１%eth0", uint32(0x7f000001), uint32(13))               // no ASCII form (zone)
 	f.Add("example.test", uint32(0x01010101), uint32(6))                  // a name; public
 	f.Add("4294967296", uint32(0xac100001), uint32(7))                    // too big; private
-	resolver := guard.StaticResolver{Hosts: map[string][]netip.Addr{}}
+	resolver := guard.StaticResolver{Hosts: map[string][]netip.Addr{
+		"localhost":          {netip.MustParseAddr("127.0.0.1")},
+		"xn--bcher-kva.test": {netip.MustParseAddr("10.0.0.7")},
+		"public.test":        {netip.MustParseAddr("93.184.215.14")},
+	}}
 	guards := []*guard.Guard{
 		guard.New(guard.Options{Resolver: resolver}),
 		guard.New(guard.Options{Resolver: resolver, Allow: []netip.Prefix{
@@ -171,10 +201,35 @@ func FuzzDestination(f *testing.F) {
 	f.Fuzz(func(t *testing.T, host string, v uint32, extra uint32) {
 		ctx := context.Background()
 		for _, g := range guards {
-			// Any host: a literal is judged as the address it means.
+			// Any host: judged as the ASCII name net/http dials for it; a
+			// literal is judged as the address it means.
 			a, ok := guard.ParseIPLiteral(host)
+			name, convErr := guard.ASCIIHost(host)
 			_, hostErr := g.CheckHost(ctx, host)
-			if ok {
+			switch {
+			case convErr != nil:
+				if ok || !errors.Is(convErr, guard.ErrInvalidHost) {
+					t.Fatalf("ASCIIHost(%q) = %v, yet ParseIPLiteral ok=%v", host, convErr, ok)
+				}
+				if host != "" && (!errors.Is(hostErr, guard.ErrInvalidHost) || errors.Is(hostErr, guard.ErrRefused) || errors.Is(hostErr, guard.ErrResolve)) {
+					t.Fatalf("CheckHost(%q) on a host with no ASCII form = %v", host, hostErr)
+				}
+			case name != host:
+				// Conversion is what net/http does: done once, judged once.
+				if again, err := guard.ASCIIHost(name); err != nil || again != name {
+					t.Fatalf("ASCIIHost(%q) = %q, then %q, %v", host, name, again, err)
+				}
+				if b, bok := guard.ParseIPLiteral(name); bok != ok || b != a {
+					t.Fatalf("ParseIPLiteral(%q) = %v, %v but of its ASCII name %q = %v, %v", host, a, ok, name, b, bok)
+				}
+				_, nameErr := g.CheckHost(ctx, name)
+				if (hostErr == nil) != (nameErr == nil) || errors.Is(hostErr, guard.ErrRefused) != errors.Is(nameErr, guard.ErrRefused) {
+					t.Fatalf("CheckHost(%q) = %v but CheckHost(%q) = %v", host, hostErr, name, nameErr)
+				}
+			}
+			switch answers, known := resolver.Hosts[strings.TrimSuffix(strings.ToLower(name), ".")]; {
+			case convErr != nil:
+			case ok:
 				want := g.CheckAddr(a) == nil
 				if got := hostErr == nil; got != want {
 					t.Fatalf("CheckHost(%q) pass=%v, CheckAddr(%v) pass=%v", host, got, a, want)
@@ -182,7 +237,15 @@ func FuzzDestination(f *testing.F) {
 				if noZone := g.CheckAddr(a.WithZone("")) == nil; noZone != want {
 					t.Fatalf("zone changes the verdict on %v", a)
 				}
-			} else if hostErr == nil || (!errors.Is(hostErr, guard.ErrResolve) && !errors.Is(hostErr, guard.ErrRefused)) {
+			case known && name != "":
+				want := true
+				for _, ans := range answers {
+					want = want && g.CheckAddr(ans) == nil
+				}
+				if got := hostErr == nil; got != want {
+					t.Fatalf("CheckHost(%q) pass=%v (%v), but its answers %v pass=%v", host, got, hostErr, answers, want)
+				}
+			case hostErr == nil || (!errors.Is(hostErr, guard.ErrResolve) && !errors.Is(hostErr, guard.ErrRefused)):
 				t.Fatalf("CheckHost(%q) on a name with no answers = %v", host, hostErr)
 			}
 

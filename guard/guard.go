@@ -144,20 +144,27 @@ func (g *Guard) checkAddr(host string, a netip.Addr) error {
 	return nil
 }
 
-// CheckHost judges a URL host (no port, brackets optional). An IP literal in
-// any spelling ParseIPLiteral accepts is judged as the address it means. A
-// name is resolved through the Resolver and every address is judged: one
-// denied address refuses the host. On success it returns the addresses to
-// dial (IPv4-mapped answers unmapped, zones kept).
+// CheckHost judges a URL host (no port, brackets optional). The host is
+// first converted to the ASCII name net/http dials (ASCIIHost), so what is
+// judged is what will be dialed. An IP literal in any spelling
+// ParseIPLiteral accepts is judged as the address it means. A name is
+// resolved through the Resolver and every address is judged: one denied
+// address refuses the host. On success it returns the addresses to dial
+// (IPv4-mapped answers unmapped, zones kept).
 //
 // Errors: a *RefusedError (errors.Is ErrRefused) for a refusal, including an
-// empty host; an error wrapping ErrResolve and the resolver's error when the
+// empty host; an error wrapping ErrInvalidHost for a host with no ASCII
+// form; an error wrapping ErrResolve and the resolver's error when the
 // lookup fails or answers nothing; ctx.Err() when ctx is done.
 func (g *Guard) CheckHost(ctx context.Context, host string) ([]netip.Addr, error) {
 	if host == "" {
 		return nil, &RefusedError{Range: "empty host"}
 	}
-	if a, ok := ParseIPLiteral(host); ok {
+	name, err := ASCIIHost(host)
+	if err != nil {
+		return nil, err
+	}
+	if a, ok := ParseIPLiteral(name); ok {
 		if err := g.checkAddr(host, a); err != nil {
 			return nil, err
 		}
@@ -166,15 +173,15 @@ func (g *Guard) CheckHost(ctx context.Context, host string) ([]netip.Addr, error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	addrs, err := g.lookup().LookupNetIP(ctx, "ip", host)
+	addrs, err := g.lookup().LookupNetIP(ctx, "ip", name)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
-		return nil, fmt.Errorf("%w %q: %w", ErrResolve, host, err)
+		return nil, fmt.Errorf("%w %s: %w", ErrResolve, shownHost(host, name), err)
 	}
 	if len(addrs) == 0 {
-		return nil, fmt.Errorf("%w %q: no addresses", ErrResolve, host)
+		return nil, fmt.Errorf("%w %s: no addresses", ErrResolve, shownHost(host, name))
 	}
 	out := make([]netip.Addr, 0, len(addrs))
 	for _, a := range addrs {
@@ -187,6 +194,15 @@ func (g *Guard) CheckHost(ctx context.Context, host string) ([]netip.Addr, error
 		}
 	}
 	return out, nil
+}
+
+// shownHost names a host in an error: as asked for, plus the name looked
+// up when conversion changed it.
+func shownHost(host, name string) string {
+	if host == name {
+		return fmt.Sprintf("%q", host)
+	}
+	return fmt.Sprintf("%q (%s)", host, name)
 }
 
 // unmap turns an IPv4-mapped answer (net.Resolver returns IPv4 that way) back

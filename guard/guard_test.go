@@ -27,6 +27,8 @@ func testResolver(t *testing.T) guard.StaticResolver {
 		"mapped.test=::ffff:127.0.0.1",
 		"mappedpublic.test=::ffff:93.184.215.14",
 		"nip.test=169.254.169.254",
+		"xn--bcher-kva.test=10.0.0.7",          // bücher.test
+		"xn--ffentlich-z7a.test=93.184.215.14", // öffentlich.test
 	}, ","))
 	if err != nil {
 		t.Fatalf("ParseResolve: %v", err)
@@ -40,9 +42,10 @@ const (
 	pass verdict = iota
 	refused
 	unresolved
+	invalid // the host has no ASCII form
 )
 
-func (v verdict) String() string { return [...]string{"pass", "refused", "unresolved"}[v] }
+func (v verdict) String() string { return [...]string{"pass", "refused", "unresolved", "invalid"}[v] }
 
 func verdictOf(t *testing.T, err error) verdict {
 	t.Helper()
@@ -57,6 +60,8 @@ func verdictOf(t *testing.T, err error) verdict {
 		return refused
 	case errors.Is(err, guard.ErrResolve) && !errors.Is(err, guard.ErrRefused):
 		return unresolved
+	case errors.Is(err, guard.ErrInvalidHost) && !errors.Is(err, guard.ErrRefused) && !errors.Is(err, guard.ErrResolve):
+		return invalid
 	default:
 		t.Fatalf("unexpected error %v", err)
 		return -1
@@ -86,6 +91,12 @@ func TestSSRFVectors(t *testing.T) {
 		{name: "short hex", url: "http://0x7f.1/", want: refused},
 		{name: "trailing dot", url: "http://127.0.0.1./", want: refused},
 		{name: "fullwidth digits", url: "http://１２７。０。０。１/", want: refused},
+		// Unicode spellings IDNA maps to ASCII digits, as net/http does before dialing.
+		{name: "mathematical bold digits", url: "http://𝟏𝟐𝟕.𝟎.𝟎.𝟏/", want: refused, wantRange: "127.0.0.0/8 loopback (RFC 1122)"},
+		{name: "circled digits", url: "http://①②⑦.0.0.1/", want: refused, wantRange: "127.0.0.0/8 loopback (RFC 1122)"},
+		{name: "fullwidth short hex", url: "http://０Ｘ７Ｆ．１/", want: refused},
+		{name: "fullwidth decimal metadata", url: "http://２８５２０３９１６６/", want: refused, wantRange: "169.254.0.0/16 link-local (RFC 3927)"},
+		{name: "roman numeral host is a name", url: "http://Ⅻ.test/", want: unresolved},
 		{name: "with port", url: "http://127.0.0.1:8080/", want: refused},
 		{name: "with userinfo", url: "http://user:pw@127.0.0.1/", want: refused},
 		// This network and the unspecified addresses.
@@ -137,6 +148,14 @@ func TestSSRFVectors(t *testing.T) {
 		// Names.
 		{name: "localhost", url: "http://localhost/", want: refused},
 		{name: "localhost upper with dot", url: "http://LOCALHOST./", want: refused},
+		{name: "fullwidth localhost", url: "http://ｌｏｃａｌｈｏｓｔ/", want: refused, wantRange: "127.0.0.0/8 loopback (RFC 1122)"},
+		{name: "IDN resolved by its ASCII name", url: "http://bücher.test/", want: refused, wantRange: "10.0.0.0/8 private (RFC 1918)"},
+		{name: "IDN upper case with dot", url: "http://BÜCHER.test./", want: refused},
+		{name: "IDN percent-encoded", url: "http://b%C3%BCcher.test/", want: refused},
+		{name: "IDN allowed", url: "http://bücher.test/", allow: "10.0.0.0/8", want: pass},
+		{name: "IDN with a hyphen at a label end", url: "http://bücher-.test/", want: invalid},
+		{name: "IDN with a disallowed ASCII rune", url: "http://a_b.bücher.test/", want: invalid},
+		{name: "IDN mapping to nothing", url: "http://%C2%AD/", want: invalid},
 		{name: "name to metadata", url: "http://metadata.test/", want: refused},
 		{name: "one public one private", url: "http://mixed.test/", want: refused, wantRange: "10.0.0.0/8 private (RFC 1918)"},
 		{name: "resolver answers mapped loopback", url: "http://mapped.test/", want: refused},
@@ -155,6 +174,7 @@ func TestSSRFVectors(t *testing.T) {
 		{name: "just past 100.64/10", url: "http://100.128.0.1/", want: pass},
 		{name: "public name", url: "http://public.test/", want: pass},
 		{name: "public v6 name with port", url: "http://v6public.test:8443/", want: pass},
+		{name: "public IDN", url: "http://Öffentlich.test/", want: pass},
 		{name: "resolver answers mapped public", url: "http://mappedpublic.test/", want: pass},
 		// Operators' allow list.
 		{name: "allow-listed private", url: "http://10.1.2.3/", allow: "10.0.0.0/8", want: pass},
@@ -217,6 +237,9 @@ func TestCheckHostAddresses(t *testing.T) {
 		{host: "::ffff:127.0.0.1", want: []netip.Addr{netip.MustParseAddr("127.0.0.1")}},
 		{host: "[fe80::1%25eth0]", want: []netip.Addr{netip.MustParseAddr("fe80::1%eth0")}},
 		{host: "fe80::1%eth0", want: []netip.Addr{netip.MustParseAddr("fe80::1%eth0")}},
+		{host: "ｌｏｃａｌｈｏｓｔ", want: []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}},
+		{host: "①②⑦.0.0.1", want: []netip.Addr{netip.MustParseAddr("127.0.0.1")}},
+		{host: "öffentlich.test", want: []netip.Addr{netip.MustParseAddr("93.184.215.14")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.host, func(t *testing.T) {
@@ -260,6 +283,14 @@ func TestCheckHostErrors(t *testing.T) {
 			wantIs: []error{context.Canceled}, wantNot: []error{guard.ErrRefused, guard.ErrResolve}},
 		{name: "empty host", resolver: testResolver(t), ctx: context.Background(), host: "",
 			wantIs: []error{guard.ErrRefused}, wantNot: []error{guard.ErrResolve}},
+		{name: "host with no ASCII form", resolver: testResolver(t), ctx: context.Background(), host: "bücher-.test",
+			wantIs: []error{guard.ErrInvalidHost}, wantNot: []error{guard.ErrRefused, guard.ErrResolve}},
+		{name: "host mapping to nothing", resolver: testResolver(t), ctx: context.Background(), host: "\u00ad",
+			wantIs: []error{guard.ErrInvalidHost}, wantNot: []error{guard.ErrRefused, guard.ErrResolve}},
+		{name: "non-ASCII literal with a zone", resolver: testResolver(t), ctx: context.Background(), host: "１２７.０.０.１%eth0",
+			wantIs: []error{guard.ErrInvalidHost}, wantNot: []error{guard.ErrRefused, guard.ErrResolve}},
+		{name: "IDN not found", resolver: testResolver(t), ctx: context.Background(), host: "nicht-gefunden-ü.test",
+			wantIs: []error{guard.ErrResolve}, wantNot: []error{guard.ErrRefused, guard.ErrInvalidHost}},
 		{name: "answer with an invalid address", resolver: errResolver{addrs: []netip.Addr{{}}}, ctx: context.Background(), host: "origin.test",
 			wantIs: []error{guard.ErrRefused}},
 	}
@@ -362,6 +393,11 @@ func TestParseIPLiteral(t *testing.T) {
 		{host: "037777777777", want: "255.255.255.255"},
 		{host: "1.2.3.4.", want: "1.2.3.4"},
 		{host: "１．２．３．４", want: "1.2.3.4"},
+		{host: "１２７。０。０。１", want: "127.0.0.1"},
+		{host: "𝟏𝟐𝟕.𝟎.𝟎.𝟏", want: "127.0.0.1"},
+		{host: "①②⑦.0.0.1", want: "127.0.0.1"},
+		{host: "０Ｘ７Ｆ.１", want: "127.0.0.1"},
+		{host: "𝟐𝟏𝟑𝟎𝟕𝟎𝟔𝟒𝟑𝟑", want: "127.0.0.1"},
 		{host: "1.2.3.4%eth0", want: "1.2.3.4"},
 		{host: "[::1]", want: "::1"},
 		{host: "::1", want: "::1"},
@@ -393,6 +429,10 @@ func TestParseIPLiteral(t *testing.T) {
 		{host: "::g"},
 		{host: "[::1"},
 		{host: "1:2:3:4:5:6:7:8:9"},
+		{host: "١٢٧.0.0.1"},      // ARABIC-INDIC digits are not mapped to ASCII
+		{host: "⑴.0.0.1"},        // PARENTHESIZED DIGIT ONE maps to "(1)"
+		{host: "１２７.０.０.１%eth0"}, // does not convert: net/http dials it as a name
+		{host: "fe80：：1"},        // FULLWIDTH COLON does not convert
 	}
 	for _, tt := range tests {
 		t.Run(tt.host, func(t *testing.T) {

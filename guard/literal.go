@@ -3,7 +3,6 @@ package guard
 import (
 	"net/netip"
 	"strings"
-	"unicode/utf8"
 )
 
 // ParseIPLiteral reports whether host is an IP address in any spelling a URL
@@ -16,9 +15,13 @@ import (
 // dot-separated parts, each decimal, hexadecimal (0x or 0X, digits optional)
 // or octal (a leading 0); the last part fills the remaining bytes, so
 // "127.1", "127.0.1", "2130706433", "0x7f000001", "0x7f.0.0.1", "0177.0.0.1"
-// and "017700000001" all mean 127.0.0.1. One trailing dot is allowed, and
-// fullwidth digits, letters and dots are read as their ASCII forms (IDNA
-// maps them so).
+// and "017700000001" all mean 127.0.0.1. One trailing dot is allowed.
+//
+// A host that is not all ASCII is first converted as ASCIIHost does (the
+// IDNA mapping net/http applies before dialing), so fullwidth, mathematical
+// and circled digits, fullwidth letters and ideographic full stops read as
+// the ASCII they map to: "１２７。０。０。１", "𝟏𝟐𝟕.𝟎.𝟎.𝟏" and "①②⑦.0.0.1"
+// mean 127.0.0.1. A host that does not convert is not a literal.
 //
 // IPv6, bracketed or bare, in any form net/netip accepts (including a dotted
 // IPv4 tail), with an optional zone: "fe80::1%eth0" and its URL-escaped form
@@ -26,6 +29,10 @@ import (
 // zones before judging; the zone is kept for dialing. A "%" suffix after an
 // IPv4 spelling is ignored the same way.
 func ParseIPLiteral(host string) (netip.Addr, bool) {
+	host, err := ASCIIHost(host)
+	if err != nil {
+		return netip.Addr{}, false
+	}
 	if len(host) >= 2 && host[0] == '[' && host[len(host)-1] == ']' {
 		host = host[1 : len(host)-1]
 	}
@@ -43,34 +50,7 @@ func ParseIPLiteral(host string) (netip.Addr, bool) {
 		}
 		return a, true
 	}
-	return parseIPv4(foldFullwidth(addrPart))
-}
-
-// foldFullwidth maps fullwidth ASCII (U+FF01-U+FF5E) and the ideographic full
-// stops to ASCII, as IDNA mapping does before a URL host is parsed.
-func foldFullwidth(s string) string {
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case 0xff01 <= r && r <= 0xff5e:
-			b.WriteRune(r - 0xfee0)
-		case r == 0x3002 || r == 0xff61: // IDEOGRAPHIC / HALFWIDTH IDEOGRAPHIC FULL STOP
-			b.WriteByte('.')
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
+	return parseIPv4(addrPart)
 }
 
 // parseIPv4 reads the inet_aton / WHATWG spellings of an IPv4 address.
