@@ -109,6 +109,31 @@ var decisionCases = []decisionCase{
 		},
 	},
 	{
+		name: "a refusal keeps the lease of a request yet to leave",
+		steps: []step{
+			reserve(0, "a.test", long, 0, true, time.Second),
+			held(0, "a.test", long, time.Second, true, time.Second),
+			// The first request's 429 arrives before the second has left.
+			refused(0, "a.test", "", 2*time.Second),
+			// Granting now would let the third go out 2 s after the
+			// second's slot, though the second may leave later than that.
+			reserve(0, "a.test", long, 3*time.Second, false, 2*time.Second),
+			sent(0, "a.test"),
+			reserve(0, "a.test", long, 3*time.Second, true, 2*time.Second),
+		},
+	},
+	{
+		name: "after a refusal the next request is spaced from a late departure",
+		steps: []step{
+			reserve(0, "a.test", long, 0, true, time.Second),
+			held(0, "a.test", long, time.Second, true, time.Second),
+			refused(500*time.Millisecond, "a.test", "", 2*time.Second),
+			reserve(1500*time.Millisecond, "a.test", long, 1500*time.Millisecond, false, 2*time.Second),
+			sent(2500*time.Millisecond, "a.test"), // the second leaves late
+			reserve(2500*time.Millisecond, "a.test", long, 2*time.Second, true, 2*time.Second),
+		},
+	},
+	{
 		name: "a lease that runs out counts as a departure at its end",
 		steps: []step{
 			held(0, "a.test", long, 0, true, time.Second),
@@ -162,6 +187,34 @@ var decisionCases = []decisionCase{
 		steps: []step{
 			reserve(0, "Example.TEST", long, 0, true, time.Second),
 			reserve(0, "example.test", long, time.Second, true, time.Second),
+		},
+	},
+	{
+		name: "every spelling of an address is one host",
+		steps: []step{
+			reserve(0, "127.0.0.1", long, 0, true, time.Second),
+			reserve(0, "2130706433", long, time.Second, true, time.Second),
+			reserve(0, "0x7f.1", long, 2*time.Second, true, time.Second),
+			reserve(0, "::ffff:127.0.0.1", long, 3*time.Second, true, time.Second),
+			reserve(0, "１２７。０。０。１", long, 4*time.Second, true, time.Second),
+			reserve(0, "127.0.0.2", long, 0, true, time.Second),
+		},
+	},
+	{
+		name: "an IDN is paced under the ASCII name that is dialed",
+		steps: []step{
+			reserve(0, "Bücher.test", long, 0, true, time.Second),
+			reserve(0, "xn--bcher-kva.test.", long, time.Second, true, time.Second),
+			refused(0, "BÜCHER.test", "", 2*time.Second),
+			reserve(0, "bücher.test", long, 3*time.Second, true, 2*time.Second),
+		},
+	},
+	{
+		name:   "a floor published under one spelling applies to every other",
+		floors: map[string]float64{"Bücher.test.": 30, "0x7f.1": 20},
+		steps: []step{
+			reserve(0, "xn--bcher-kva.test", long, 0, true, 30*time.Second),
+			reserve(0, "127.0.0.1", long, 0, true, 20*time.Second),
 		},
 	},
 	{

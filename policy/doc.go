@@ -44,7 +44,9 @@
 // now+Wait, so concurrent callers are spaced from one another; a wait longer
 // than the caller's maxWait records nothing (the command parks, and an
 // attempt that never reached the origin must not push the next one out).
-// Hosts are hostnames, lower-cased, without a port: one machine, one budget.
+// Hosts are hostnames without a port, keyed by HostKey (the ASCII name
+// net/http dials, lower-cased; an IP literal as the address it means), so
+// every spelling of one destination shares one budget.
 //
 // The origin sees arrivals, not reservations, and a request can leave late:
 // a slow connect, a TLS handshake, a process starved of CPU. So a granted

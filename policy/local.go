@@ -2,7 +2,6 @@ package policy
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 )
@@ -149,7 +148,7 @@ func (l *Local) Reserve(ctx context.Context, host string, maxWait time.Duration)
 // false and Wait is the earliest the next slot could be), because the next
 // request must be spaced from when that one really leaves.
 func (l *Local) ReserveAt(now time.Time, host string, maxWait time.Duration) (Reservation, error) {
-	host = strings.ToLower(host)
+	host = HostKey(host)
 	if host == "" {
 		return Reservation{}, ErrEmptyHost
 	}
@@ -213,7 +212,7 @@ func (l *Local) Refused(ctx context.Context, host string, retryAfter time.Durati
 // its Retry-After asked for (0 when absent, malformed or past), and returns
 // the interval now in force. It returns ErrEmptyHost for an empty host.
 func (l *Local) RefusedAt(now time.Time, host string, retryAfter time.Duration) (time.Duration, error) {
-	host = strings.ToLower(host)
+	host = HostKey(host)
 	if host == "" {
 		return 0, ErrEmptyHost
 	}
@@ -228,7 +227,10 @@ func (l *Local) RefusedAt(now time.Time, host string, retryAfter time.Duration) 
 		last = s.last
 	}
 	esc := escalate(inForce, floor, retryAfter)
-	l.hosts[host] = hostState{last: last, esc: esc, escAt: now}
+	// Only the spacing changes: a granted request that has yet to leave
+	// keeps its lease, or the next could be granted before it departs.
+	s.last, s.esc, s.escAt = last, esc, now
+	l.hosts[host] = s
 	if !known {
 		l.maybePrune(now)
 	}
@@ -248,7 +250,7 @@ func (l *Local) Sent(ctx context.Context, host string) error {
 // before leaving): the host's last request moves to now if that is later,
 // and its lease is released.
 func (l *Local) SentAt(now time.Time, host string) error {
-	host = strings.ToLower(host)
+	host = HostKey(host)
 	if host == "" {
 		return ErrEmptyHost
 	}

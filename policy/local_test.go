@@ -105,6 +105,7 @@ func TestLocalPruning(t *testing.T) {
 			name: "a host whose escalation is in force is kept after its spacing lapsed",
 			run: func(t *testing.T, l *Local) {
 				l.ReserveAt(t0, "limited.test", 0)
+				l.SentAt(t0, "limited.test") // it left, and its answer was a 429
 				l.RefusedAt(t0, "limited.test", 0)
 				fill(t, l, t0, "h", DefaultMaxHosts)
 				l.ReserveAt(t0.Add(sec(30)), "trigger.test", 0)

@@ -27,8 +27,9 @@ type Reservation struct {
 	At time.Time
 }
 
-// Pacer spaces requests per host. Hosts are hostnames, lower-cased, without
-// a port.
+// Pacer spaces requests per host. Hosts are URL hostnames without a port;
+// each is paced under its HostKey, so every spelling of one destination
+// shares its spacing.
 //
 // Implementations are safe for concurrent use.
 type Pacer interface {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,10 +128,10 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 	return r
 }
 
-// Key returns the Redis key holding host's pacing state. The host is the
-// hash tag, so the key lives on one Cluster slot.
+// Key returns the Redis key holding host's pacing state. The host's HostKey
+// is the hash tag, so the key lives on one Cluster slot.
 func (r *Redis) Key(host string) string {
-	return r.prefix + "{" + strings.ToLower(host) + "}"
+	return r.prefix + "{" + HostKey(host) + "}"
 }
 
 // Degraded reports whether decisions are currently made by the fallback
@@ -145,7 +144,7 @@ func (r *Redis) Degraded() bool { return r.degraded.Load() }
 // ends, ErrEmptyHost for an empty host, and no error for a Redis failure
 // (the fallback decides).
 func (r *Redis) Reserve(ctx context.Context, host string, maxWait time.Duration) (Reservation, error) {
-	host = strings.ToLower(host)
+	host = HostKey(host)
 	if host == "" {
 		return Reservation{}, ErrEmptyHost
 	}
@@ -209,7 +208,7 @@ func (r *Redis) reserveUnspaced(ctx context.Context, host string) (res Reservati
 // Retry-After asked for (0 when absent, malformed or past), and returns the
 // interval now in force for the whole fleet. Errors are as for Reserve.
 func (r *Redis) Refused(ctx context.Context, host string, retryAfter time.Duration) (time.Duration, error) {
-	host = strings.ToLower(host)
+	host = HostKey(host)
 	if host == "" {
 		return 0, ErrEmptyHost
 	}
@@ -233,7 +232,7 @@ func (r *Redis) Refused(ctx context.Context, host string, retryAfter time.Durati
 // round trip later than the departure, which errs toward more spacing).
 // Errors are as for Reserve.
 func (r *Redis) Sent(ctx context.Context, host string) error {
-	host = strings.ToLower(host)
+	host = HostKey(host)
 	if host == "" {
 		return ErrEmptyHost
 	}

@@ -3,7 +3,6 @@ package policy
 import (
 	"log/slog"
 	"math"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,9 +36,9 @@ func NewTable() *Table {
 }
 
 // Floor returns host's published floor, or ok false when it has none. The
-// host is matched case-insensitively.
+// host is matched by its HostKey, as it was published.
 func (t *Table) Floor(host string) (time.Duration, bool) {
-	host = strings.ToLower(host)
+	host = HostKey(host)
 	t.mu.RLock()
 	e, ok := t.hosts[host]
 	t.mu.RUnlock()
@@ -58,12 +57,13 @@ func (t *Table) Len() int {
 }
 
 // Apply folds one decoded model into the table and reports whether it
-// changed the host's entry. It ignores, with a log line on slog.Default:
-// models other than *envelope.FetchPolicyState (a foreign frame on the
-// policy stream decodes cleanly into the wrong model), schema versions other
-// than envelope.SchemaVersion, an empty host, a live policy whose interval
-// is absent, negative, NaN or infinite, and a frame older than the one
-// already applied for its host. A frame exactly as old is applied, so a whole
+// changed the host's entry, which is kept under the HostKey of the frame's
+// host. It ignores, with a log line on slog.Default: models other than
+// *envelope.FetchPolicyState (a foreign frame on the policy stream decodes
+// cleanly into the wrong model), schema versions other than
+// envelope.SchemaVersion, an empty host, a live policy whose interval is
+// absent, negative, NaN or infinite, and a frame older than the one already
+// applied for its host. A frame exactly as old is applied, so a whole
 // set republished under one occurred_at takes effect. A revocation drops the
 // host's floor (it falls back to the pacer's default) and remembers the
 // frame's instant.
@@ -85,7 +85,7 @@ func (t *Table) apply(m envelope.Model, log *slog.Logger) bool {
 		log.Warn("ignoring a fetch policy with an unsupported schema_version", "schema_version", p.SchemaVersion)
 		return false
 	}
-	host := strings.ToLower(p.Host)
+	host := HostKey(p.Host)
 	if host == "" {
 		log.Warn("ignoring a fetch policy with no host")
 		return false

@@ -164,6 +164,42 @@ func TestTableApply(t *testing.T) {
 			wantLen:   1,
 		},
 		{
+			name:      "an IDN is kept under the ASCII name that is dialed",
+			apply:     []envelope.Model{published("Bücher.test.", 30, 0)},
+			wantApply: []bool{true},
+			want: map[string]floor{
+				"xn--bcher-kva.test": {30 * time.Second, true}, "bücher.test": {30 * time.Second, true},
+				"BÜCHER.TEST": {30 * time.Second, true}, "b\u00fccher.test.": {30 * time.Second, true},
+			},
+			wantLen: 1,
+		},
+		{
+			name:      "a trailing dot names the same host",
+			apply:     []envelope.Model{published("slow.test.", 30, 0)},
+			wantApply: []bool{true},
+			want:      map[string]floor{"slow.test": {30 * time.Second, true}, "SLOW.test.": {30 * time.Second, true}},
+			wantLen:   1,
+		},
+		{
+			name:      "every spelling of an address shares its entry",
+			apply:     []envelope.Model{published("0x7f.1", 5, 0)},
+			wantApply: []bool{true},
+			want: map[string]floor{
+				"127.0.0.1": {5 * time.Second, true}, "2130706433": {5 * time.Second, true},
+				"127.1": {5 * time.Second, true}, "::ffff:127.0.0.1": {5 * time.Second, true},
+				"[::ffff:7f00:1]": {5 * time.Second, true}, "１２７。０。０。１": {5 * time.Second, true},
+				"127.0.0.2": {},
+			},
+			wantLen: 1,
+		},
+		{
+			name:      "a later frame in another spelling replaces the earlier",
+			apply:     []envelope.Model{published("127.0.0.1", 30, 0), published("2130706433", 5, 1), published("[::FFFF:127.0.0.1]", 7, 0)},
+			wantApply: []bool{true, true, false},
+			want:      map[string]floor{"127.0.0.1": {5 * time.Second, true}},
+			wantLen:   1,
+		},
+		{
 			name: "bad intervals are ignored and do not stamp the host",
 			apply: []envelope.Model{
 				published("a.test", 5, 0),
