@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/replicator-go/replicator/envelope"
@@ -233,7 +232,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 				return nil, ErrStorageFull
 			}
 		}
-		host := strings.ToLower(current.Hostname())
+		host := policy.HostKey(current.Hostname())
 		paced, spaced, err := f.admit(fetchCtx, host)
 		res.Paced += paced
 		if err != nil {

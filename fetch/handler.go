@@ -156,7 +156,9 @@ func (h *Handler) classify(cmd *envelope.ContentFetch, res *Result, err error) O
 	var status *StatusError
 	var parked *ParkedError
 	switch {
-	case errors.Is(err, ErrNotFetchable):
+	case errors.Is(err, ErrNotFetchable), errors.Is(err, guard.ErrInvalidHost):
+		// A host with no ASCII form can never be dialed: the URL is as
+		// unusable as one that does not parse.
 		return h.permanent(cmd, envelope.ReasonNotFetchable, err, 0, res)
 	case errors.Is(err, guard.ErrRefused):
 		return h.permanent(cmd, envelope.ReasonDestinationRefused, err, 0, res)

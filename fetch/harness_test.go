@@ -30,6 +30,8 @@ var testHosts = map[string][]netip.Addr{
 	"example.com":   {netip.MustParseAddr("127.0.0.1")}, // the name on httptest's certificate
 	"metadata.test": {netip.MustParseAddr("169.254.169.254")},
 	"mixed.test":    {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("10.0.0.1")},
+	// bücher.test, as net/http dials it
+	"xn--bcher-kva.test": {netip.MustParseAddr("127.0.0.1")},
 }
 
 var quiet = slog.New(slog.DiscardHandler)

@@ -228,8 +228,9 @@ func conditional(d *Document) map[string]string {
 // (ErrTimeout), a 5xx and a 429.
 //
 // Not retried: any other status (a 304 included), a URL that is invalid or
-// not http(s) and too many redirects (ErrNotFetchable), a destination the
-// guard refused (guard.ErrRefused), refused request headers
+// not http(s) and too many redirects (ErrNotFetchable), a host with no
+// ASCII form (guard.ErrInvalidHost), a destination the guard refused
+// (guard.ErrRefused), refused request headers
 // (guard.ErrInvalidOptions), a body over the limit (ErrTooLarge), a TLS
 // certificate that failed verification (it will fail the same way again),
 // the caller's cancellation or deadline (context.Canceled,
@@ -244,11 +245,11 @@ func Retryable(err error) bool {
 	case errors.Is(err, ErrDeadline), errors.Is(err, ErrTimeout):
 		return true
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, guard.ErrRefused), errors.Is(err, ErrNotFetchable),
+		errors.Is(err, guard.ErrRefused), errors.Is(err, ErrNotFetchable), errors.Is(err, guard.ErrInvalidHost),
 		errors.Is(err, ErrTooLarge), errors.Is(err, guard.ErrInvalidOptions):
 		return false
 	case errors.As(err, &status):
-		return status.StatusCode >= 500 || status.StatusCode == http.StatusTooManyRequests
+		return (status.StatusCode >= 500 && status.StatusCode <= 599) || status.StatusCode == http.StatusTooManyRequests
 	case errors.Is(err, guard.ErrResolve):
 		return true
 	case errors.Is(err, ErrNetwork):

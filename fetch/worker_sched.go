@@ -2,12 +2,12 @@ package fetch
 
 import (
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/policy"
 )
 
 // itemState is where a held command is.
@@ -103,14 +103,15 @@ func (q *hostQueue) stopTimer() {
 	}
 }
 
-// hostOf is the queue key of a command: its URL's host, lower-cased. An
+// hostOf is the queue key of a command: its URL's host as the pacer keys
+// it (policy.HostKey), so every spelling of one host shares one queue. An
 // unparseable URL gets "", and the Handler refuses it at once.
 func hostOf(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return ""
 	}
-	return strings.ToLower(u.Hostname())
+	return policy.HostKey(u.Hostname())
 }
 
 // queueLocked returns host's queue, creating it.
@@ -309,7 +310,7 @@ func (w *Worker) requeue(it *item, out Outcome) bool {
 		q.paced = out.Result.Paced > 0
 	}
 	if out.Kind == Transient && out.Park != nil && !w.stopping && !it.lost {
-		host := strings.ToLower(out.Park.Host)
+		host := policy.HostKey(out.Park.Host)
 		if host == "" {
 			host = it.host
 		}

@@ -127,6 +127,10 @@ func TestPolicyCommandPublishesDecodableFrames(t *testing.T) {
 			want: &envelope.FetchPolicyState{SchemaVersion: 1, Host: "example.com", MinIntervalSeconds: envelope.Ptr(2.5)}},
 		{args: []string{"policy", "set", "[2001:DB8::1]", "0"},
 			want: &envelope.FetchPolicyState{SchemaVersion: 1, Host: "2001:db8::1", MinIntervalSeconds: envelope.Ptr(0.0)}},
+		{args: []string{"policy", "set", "Bücher.test.", "3"},
+			want: &envelope.FetchPolicyState{SchemaVersion: 1, Host: "xn--bcher-kva.test", MinIntervalSeconds: envelope.Ptr(3.0)}},
+		{args: []string{"policy", "set", "2130706433", "4"},
+			want: &envelope.FetchPolicyState{SchemaVersion: 1, Host: "127.0.0.1", MinIntervalSeconds: envelope.Ptr(4.0)}},
 		{args: []string{"policy", "--redis-url", srv.URL(), "revoke", "example.com"},
 			want: &envelope.FetchPolicyState{SchemaVersion: 1, Host: "example.com", Revoked: true}},
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/policy"
 )
 
 const policyDescription = `Publishes a fetch_policy_state to content.fetch-policy, which every worker
@@ -101,18 +103,24 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return 0
 }
 
-// policyHost validates and normalizes a policy's host the way pacers key
-// hosts: lower-cased, no trailing dot, no port. An IPv6 address may be
-// bracketed; it is stored without brackets, as url.URL.Hostname gives it.
+// policyHost validates and normalizes a policy's host to the key pacers
+// use (policy.HostKey): the ASCII form of an internationalised name,
+// lower-cased, no trailing dot, no port; an address in its canonical text.
+// An IPv6 address may be bracketed; it is stored without brackets, as
+// url.URL.Hostname gives it.
 func policyHost(raw string) (string, error) {
-	h := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(raw)), ".")
+	h := strings.TrimSpace(raw)
 	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
 		h = h[1 : len(h)-1]
 	}
+	if a, err := netip.ParseAddr(h); err == nil && a.Zone() != "" {
+		return "", fmt.Errorf("host %q: an address with a zone names no origin", raw)
+	}
+	if _, err := guard.ASCIIHost(h); err != nil {
+		return "", fmt.Errorf("host %q: not a host name: %w", raw, err)
+	}
+	h = policy.HostKey(h)
 	if a, err := netip.ParseAddr(h); err == nil {
-		if a.Zone() != "" {
-			return "", fmt.Errorf("host %q: an address with a zone names no origin", raw)
-		}
 		return a.String(), nil
 	}
 	if strings.Contains(h, ":") {

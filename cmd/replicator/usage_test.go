@@ -36,6 +36,7 @@ func TestUsage(t *testing.T) {
 		{name: "policy set NaN", args: []string{"policy", "set", "example.com", "NaN"}, wantCode: 2, wantErr: "want a finite number >= 0"},
 		{name: "policy set with port", args: []string{"policy", "set", "example.com:8080", "1"}, wantCode: 2, wantErr: "without a port"},
 		{name: "policy set URL", args: []string{"policy", "set", "https://example.com/", "1"}, wantCode: 2, wantErr: "without a port or scheme"},
+		{name: "policy set host with no ASCII form", args: []string{"policy", "set", "bücher-.test", "1"}, wantCode: 2, wantErr: "not a host name"},
 		{name: "policy revoke extra", args: []string{"policy", "revoke", "a.example", "b.example"}, wantCode: 2, wantErr: "revoke: want HOST"},
 	}
 	for _, tt := range tests {

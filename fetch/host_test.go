@@ -1,0 +1,75 @@
+package fetch_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/internal/testenv"
+)
+
+// TestHostsAreJudgedAsDialed: a host is judged and paced as the ASCII name
+// net/http dials (SPEC 6: any spelling is judged by the address it means).
+// An internationalised name is fetched; an address spelled in other digits
+// is refused as the address it is; a name with no ASCII form can never be
+// fetched, which is permanent, not a lookup failure retried forever.
+func TestHostsAreJudgedAsDialed(t *testing.T) {
+	h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{})
+	port := h.origin.Port()
+	tests := []struct {
+		name, url  string
+		wantKind   fetch.Kind
+		wantReason envelope.Reason
+		wantSent   int
+	}{
+		{name: "internationalised name", url: "http://bücher.test:" + port + "/", wantKind: fetch.Stored, wantSent: 1},
+		{name: "metadata address in circled digits", url: "http://①⑥⑨.②⑤④.①⑥⑨.②⑤④/", wantKind: fetch.Permanent, wantReason: envelope.ReasonDestinationRefused},
+		{name: "name with no ASCII form", url: "http://bücher-.test:" + port + "/", wantKind: fetch.Permanent, wantReason: envelope.ReasonNotFetchable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(h.origin.Requests())
+			out := h.handle(t, command(tt.url))
+			if out.Kind != tt.wantKind || out.Reason != tt.wantReason {
+				t.Fatalf("outcome = %v/%q (%v), want %v/%q", out.Kind, out.Reason, out.Err, tt.wantKind, tt.wantReason)
+			}
+			if sent := len(h.origin.Requests()) - before; sent != tt.wantSent {
+				t.Errorf("the origin saw %d requests, want %d", sent, tt.wantSent)
+			}
+		})
+	}
+}
+
+// TestSpellingsOfOneHostShareItsPace: a trailing dot, upper case or an
+// internationalised name in another form is the same host to the pacer
+// (SPEC 7: spacing per host), so it cannot buy a second budget.
+func TestSpellingsOfOneHostShareItsPace(t *testing.T) {
+	h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{interval: time.Hour, fetch: fetch.Options{MaxWait: 10 * time.Millisecond}})
+	port := h.origin.Port()
+	for i, url := range []string{
+		"http://bücher.test:" + port + "/1",
+		"http://XN--BCHER-KVA.test.:" + port + "/2",
+		"http://Bücher.TEST.:" + port + "/3",
+	} {
+		out := h.handle(t, command(url))
+		want := fetch.Transient
+		if i == 0 {
+			want = fetch.Stored
+		}
+		if out.Kind != want {
+			t.Fatalf("%s: outcome = %v (%v), want %v", url, out.Kind, out.Err, want)
+		}
+		if i > 0 {
+			var parked *fetch.ParkedError
+			if !errors.As(out.Err, &parked) || !strings.EqualFold(parked.Host, "xn--bcher-kva.test") {
+				t.Errorf("%s: error = %v, want parked on xn--bcher-kva.test", url, out.Err)
+			}
+		}
+	}
+	if n := len(h.origin.Requests()); n != 1 {
+		t.Errorf("the origin saw %d requests within the hour, want 1", n)
+	}
+}
