@@ -45,6 +45,16 @@
 //	a panic                                 Unclassified (handler_error at the
 //	                                                    delivery ceiling)
 //
+// # Compression
+//
+// Unless the command sets accept-encoding, a request asks for gzip and the
+// body is stored decoded; the size ceiling counts decoded bytes, so a gzip
+// bomb stops at it. A command that sets accept-encoding gets the bytes
+// exactly as the origin sent them. So does one that sets range: a byte
+// range of a compressed representation cannot be decoded on its own, so
+// such a request does not ask for gzip (as net/http decides), and what
+// arrives is stored as it is.
+//
 // # The Worker's fates
 //
 // Stored: the bytes are already stored; publish blob_available, set the
