@@ -276,10 +276,12 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 		res.StatusCode = resp.StatusCode
 		res.Header = resp.Header
 		res.FetchedAt = f.now()
-		err = f.finish(ctx, fetchCtx, wd, host, current, resp, dst, res)
-		wd.stop()
-		f.slots.Release()
-		return res, err
+		// Deferred so that a sink that panics (the Handler recovers it)
+		// still gives the request slot back: a slot lost per panic would
+		// stall every host once as many panics as slots had happened.
+		defer f.slots.Release()
+		defer wd.stop()
+		return res, f.finish(ctx, fetchCtx, wd, host, current, resp, dst, res)
 	}
 }
 
