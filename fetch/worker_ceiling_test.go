@@ -13,15 +13,10 @@ import (
 
 // deliveries returns an entry's times-delivered, -1 when it is not pending.
 func (e *wenv) deliveries(id string) int {
-	e.t.Helper()
-	arr, err := e.do(e.client.B().Xpending().Key(e.stream).Group(e.group).Start(id).End(id).Count(1).Build()).ToArray()
-	if err != nil {
-		e.t.Fatalf("XPENDING: %v", err)
-	}
-	if len(arr) == 0 {
+	row := e.pendingRow(id)
+	if row == nil {
 		return -1
 	}
-	row, _ := arr[0].ToArray()
 	n, _ := row[3].AsInt64()
 	return int(n)
 }

@@ -178,13 +178,7 @@ func TestWorkerSpecUnpublishableFailureStillDeadLettered(t *testing.T) {
 
 			dl := e.waitDLQ(1, 15*time.Second)
 			e.waitSettled(15 * time.Second)
-			if diff := cmp.Diff([]string{string(envelope.ReasonHTTPStatus)}, dlqReasons(dl)); diff != "" {
-				t.Errorf("dead-letter reasons mismatch (-want +got):\n%s", diff)
-			}
-			if dl[0][fetch.FieldDLQOriginalID] != id {
-				t.Errorf("dlq_original_id = %q, want %q", dl[0][fetch.FieldDLQOriginalID], id)
-			}
-			checkDLQCopies(t, e, dl)
+			checkOneDeadLetter(t, e, dl, envelope.ReasonHTTPStatus, id)
 			if got := e.origin.Count(); got != 1 {
 				t.Errorf("origin saw %d requests, want 1", got)
 			}
@@ -281,12 +275,7 @@ func TestWorkerSpecHandlerErrorAtDefaultCeiling(t *testing.T) {
 	if diff := cmp.Diff([]envelope.Model{want}, e.factsNow(), factOpts); diff != "" {
 		t.Errorf("facts mismatch (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{string(envelope.ReasonHandlerError)}, dlqReasons(dl)); diff != "" {
-		t.Errorf("dead-letter reasons mismatch (-want +got):\n%s", diff)
-	}
-	if dl[0][fetch.FieldDLQOriginalID] != id {
-		t.Errorf("dlq_original_id = %q, want %q", dl[0][fetch.FieldDLQOriginalID], id)
-	}
+	checkOneDeadLetter(t, e, dl, envelope.ReasonHandlerError, id)
 	if got := e.origin.Count(); got != fetch.DefaultMaxDeliveryAttempts {
 		t.Errorf("origin saw %d requests, want one per delivery (%d)", got, fetch.DefaultMaxDeliveryAttempts)
 	}
@@ -414,13 +403,7 @@ func TestWorkerSpecNonFiniteTimeout(t *testing.T) {
 				if diff := cmp.Diff(want, facts, factOpts); diff != "" {
 					t.Errorf("facts mismatch (-want +got):\n%s", diff)
 				}
-				if diff := cmp.Diff([]string{string(envelope.ReasonInvalidRequestOptions)}, dlqReasons(dl)); diff != "" {
-					t.Errorf("dead-letter reasons mismatch (-want +got):\n%s", diff)
-				}
-				if dl[0][fetch.FieldDLQOriginalID] != id {
-					t.Errorf("dlq_original_id = %q, want %q", dl[0][fetch.FieldDLQOriginalID], id)
-				}
-				checkDLQCopies(t, e, dl)
+				checkOneDeadLetter(t, e, dl, envelope.ReasonInvalidRequestOptions, id)
 				if got := e.origin.Count(); got != 0 {
 					t.Errorf("origin saw %d requests, want 0", got)
 				}
@@ -592,4 +575,17 @@ func TestWorkerSpecFactBeforeDeadLetter(t *testing.T) {
 			t.Errorf("%s: fact, dead letter and ack ran as commands #%d, #%d, #%d; want that order", cmds[id], s.fact, s.dlq, s.ack)
 		}
 	}
+}
+
+// checkOneDeadLetter checks that dl is one dead letter, of entry id, with
+// reason, and a copy of the original frame.
+func checkOneDeadLetter(t *testing.T, e *wenv, dl []map[string]string, reason envelope.Reason, id string) {
+	t.Helper()
+	if diff := cmp.Diff([]string{string(reason)}, dlqReasons(dl)); diff != "" {
+		t.Errorf("dead-letter reasons mismatch (-want +got):\n%s", diff)
+	}
+	if len(dl) > 0 && dl[0][fetch.FieldDLQOriginalID] != id {
+		t.Errorf("dlq_original_id = %q, want %q", dl[0][fetch.FieldDLQOriginalID], id)
+	}
+	checkDLQCopies(t, e, dl)
 }

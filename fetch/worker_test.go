@@ -397,17 +397,27 @@ func (e *wenv) pending() int {
 	return int(n)
 }
 
-// owner returns the consumer an entry is pending for, "" if none.
-func (e *wenv) owner(id string) string {
+// pendingRow returns an entry's XPENDING row (id, consumer, idle,
+// times-delivered), nil when it is not pending.
+func (e *wenv) pendingRow(id string) []rueidis.RedisMessage {
 	e.t.Helper()
 	arr, err := e.do(e.client.B().Xpending().Key(e.stream).Group(e.group).Start(id).End(id).Count(1).Build()).ToArray()
 	if err != nil {
 		e.t.Fatalf("XPENDING: %v", err)
 	}
 	if len(arr) == 0 {
-		return ""
+		return nil
 	}
 	row, _ := arr[0].ToArray()
+	return row
+}
+
+// owner returns the consumer an entry is pending for, "" if none.
+func (e *wenv) owner(id string) string {
+	row := e.pendingRow(id)
+	if row == nil {
+		return ""
+	}
 	name, _ := row[1].ToString()
 	return name
 }
