@@ -407,13 +407,7 @@ func (w *Worker) cycle(ctx context.Context) error {
 		}
 		w.nextReclaim = now.Add(w.reclaimEvery())
 	}
-	free := w.free()
-	if free <= 0 {
-		// Full. Commands that wait for their host may give up their place
-		// to other hosts' commands (makeRoomLocked), so read as many as
-		// could take one.
-		free = w.evictable()
-	}
+	free := w.room()
 	if free <= 0 {
 		// Full of commands that can start soon: wait for one to be
 		// released, without reading.
@@ -449,15 +443,15 @@ func (w *Worker) refreshEvery() time.Duration {
 	return max(w.o.ClaimMinIdle/3, 10*time.Millisecond)
 }
 
-func (w *Worker) free() int {
+// room is how many entries a read or a reclaim may bring in: the free
+// places, or, when the worker is full, as many as held commands waiting
+// for their host could give up (makeRoomLocked).
+func (w *Worker) room() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.o.MaxHeld - len(w.held)
-}
-
-func (w *Worker) evictable() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	if free := w.o.MaxHeld - len(w.held); free > 0 {
+		return free
+	}
 	return w.evictableLocked()
 }
 

@@ -87,7 +87,7 @@ func (w *Worker) read(ctx context.Context, count int, block time.Duration) ([]ru
 // are logged and acked away.
 func (w *Worker) reclaim(ctx context.Context) error {
 	for range 4 {
-		free := w.free()
+		free := w.room()
 		if free <= 0 {
 			return nil
 		}
