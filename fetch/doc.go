@@ -32,11 +32,13 @@
 // Handler maps what happened onto the contract's outcomes:
 //
 //	refused headers or timeout_seconds      Permanent  invalid_request_options
-//	not http(s), no host, an 11th redirect  Permanent  not_fetchable
+//	not http(s), no host, an 11th redirect, Permanent  not_fetchable
+//	  a host with no ASCII form
 //	a refused destination (any hop)         Permanent  destination_refused
 //	a body over the size limit              Permanent  too_large
 //	any other final status (412 included,   Permanent  http_status (+ status_code)
-//	  a 3xx without a usable Location)
+//	  600 and above, a 3xx without a
+//	  usable Location)
 //	304                                     NotModified, fact not_modified
 //	2xx                                     Stored, fact blob_available
 //	5xx, 408, 429, network errors,          Transient  (no fact; retried through
