@@ -172,11 +172,13 @@ func TestFailedFactDetailIsBounded(t *testing.T) {
 // bounds are on the wall clock with margins.
 func TestHandleFetchedAtIsWhenTheBodyEnded(t *testing.T) {
 	const (
-		every   = 60 * time.Millisecond
+		every   = 150 * time.Millisecond
 		chunks  = 5
 		trickle = every * chunks // the body ends no sooner than this after the request
-		linger  = 300 * time.Millisecond
-		margin  = 50 * time.Millisecond
+		linger  = 750 * time.Millisecond
+		// margin absorbs scheduling delays on a loaded machine under -race;
+		// the times it tells apart are trickle and linger apart.
+		margin = 250 * time.Millisecond
 	)
 	h := newHarness(t, testenv.Trickle([]byte("slow "), every, chunks), harnessOptions{})
 	spy := &putSpy{Sink: h.sink, afterEOF: linger}
