@@ -478,10 +478,7 @@ func (w *Worker) beginStop() int {
 	for key, q := range w.hosts {
 		q.stopTimer()
 		for _, it := range q.waiting {
-			delete(w.held, it.id)
-			if w.byCommand[it.cmd.CommandID] == it {
-				delete(w.byCommand, it.cmd.CommandID)
-			}
+			w.forgetLocked(it)
 			dropped++
 		}
 		q.waiting, q.parked = nil, 0

@@ -191,9 +191,9 @@ func (w *Worker) evictableLocked() int {
 
 // makeRoomLocked drops one held command to make room for a command of
 // another host, when the worker is full, and returns its entry id ("" when
-// none may go): the newest waiting command of the
-// longest host-bound queue. It stays pending and returns through the
-// reclaim, as one left pending for a full host backlog does. Without this, a
+// none may go): the newest waiting command of the longest host-bound
+// queue. It stays pending and returns through the reclaim, as one left
+// pending for a full host backlog does. Without this, a
 // few backlogged hosts would fill MaxHeld and hold up every other host
 // until they drain (SPEC 7: waiting for one host never holds up commands
 // for other hosts). A command whose own host is host-bound gets no room: it
@@ -213,10 +213,7 @@ func (w *Worker) makeRoomLocked(asker *hostQueue) (evicted string) {
 	}
 	it := victim.waiting[len(victim.waiting)-1]
 	victim.remove(it)
-	delete(w.held, it.id)
-	if w.byCommand[it.cmd.CommandID] == it {
-		delete(w.byCommand, it.cmd.CommandID)
-	}
+	w.forgetLocked(it)
 	w.m.commands.WithLabelValues("deferred", "").Inc()
 	w.log.Debug("left a command pending to make room for another host", "message_id", it.id,
 		"command_id", it.cmd.CommandID, "host", victim.host, "backlog", len(victim.waiting))
@@ -335,15 +332,21 @@ func (w *Worker) requeue(it *item, out Outcome) bool {
 	return false
 }
 
-// release forgets a command that has its fate (or is left pending).
-func (w *Worker) release(it *item) {
-	w.mu.Lock()
+// forgetLocked drops it from the worker's indexes (not from its queue),
+// unless a later delivery of the same entry or command has replaced it.
+func (w *Worker) forgetLocked(it *item) {
 	if w.held[it.id] == it {
 		delete(w.held, it.id)
 	}
 	if w.byCommand[it.cmd.CommandID] == it {
 		delete(w.byCommand, it.cmd.CommandID)
 	}
+}
+
+// release forgets a command that has its fate (or is left pending).
+func (w *Worker) release(it *item) {
+	w.mu.Lock()
+	w.forgetLocked(it)
 	w.mu.Unlock()
 	select {
 	case w.capacity <- struct{}{}:
@@ -368,10 +371,7 @@ func (w *Worker) lose(ids []string) []string {
 		case stWaiting:
 			q := it.q
 			q.remove(it)
-			delete(w.held, id)
-			if w.byCommand[it.cmd.CommandID] == it {
-				delete(w.byCommand, it.cmd.CommandID)
-			}
+			w.forgetLocked(it)
 			w.dispatchLocked(q)
 			dropped = append(dropped, id)
 		case stActive:
