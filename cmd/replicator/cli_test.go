@@ -61,11 +61,7 @@ func TestFetchCommand(t *testing.T) {
 				if diff := cmp.Diff(want, fact); diff != "" {
 					t.Errorf("fact (-want +got):\n%s", diff)
 				}
-				u, err := url.Parse(fact.BlobURI)
-				if err != nil || u.Scheme != "file" {
-					t.Fatalf("blob_uri %q is not a file:// URI", fact.BlobURI)
-				}
-				got, err := os.ReadFile(u.Path)
+				got, err := os.ReadFile(blobPath(t, fact.BlobURI))
 				if err != nil {
 					t.Fatalf("reading the blob: %v", err)
 				}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -83,4 +84,15 @@ func readStream(t *testing.T, c rueidis.Client, stream string) []rueidis.XRangeE
 		t.Fatalf("XRANGE %s: %v", stream, err)
 	}
 	return entries
+}
+
+// blobPath is the file a local-backend blob_uri names, failing the test
+// when the URI is not a file:// URI.
+func blobPath(t *testing.T, blobURI string) string {
+	t.Helper()
+	u, err := url.Parse(blobURI)
+	if err != nil || u.Scheme != "file" {
+		t.Fatalf("blob_uri %q is not a file:// URI", blobURI)
+	}
+	return u.Path
 }

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -361,11 +360,7 @@ func TestWorkerAppliesSettings(t *testing.T) {
 				if f.SizeBytes != cmd.want.size {
 					t.Errorf("size_bytes = %d, want %d", f.SizeBytes, cmd.want.size)
 				}
-				u, err := url.Parse(f.BlobURI)
-				if err != nil || u.Scheme != "file" {
-					t.Fatalf("blob_uri %q is not a file:// URI", f.BlobURI)
-				}
-				info, err := os.Stat(u.Path)
+				info, err := os.Stat(blobPath(t, f.BlobURI))
 				if err != nil {
 					t.Fatalf("the blob is not stored: %v", err)
 				}

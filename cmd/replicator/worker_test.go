@@ -143,11 +143,11 @@ func TestWorkerEndToEnd(t *testing.T) {
 	if m == nil {
 		t.Fatalf("seed printed no blob_available progress line:\n%s", r.stdout)
 	}
-	u, err := url.Parse(m[2])
-	if err != nil || u.Scheme != "file" || !strings.HasPrefix(u.Path, dir) {
+	path := blobPath(t, m[2])
+	if !strings.HasPrefix(path, dir) {
 		t.Fatalf("blob_uri %q is not a file under %s", m[2], dir)
 	}
-	if got, err := os.ReadFile(u.Path); err != nil || string(got) != body {
+	if got, err := os.ReadFile(path); err != nil || string(got) != body {
 		t.Errorf("blob file holds %q (%v), want %q", got, err, body)
 	}
 	if reqs := origin.Requests(); len(reqs) != 1 || reqs[0].Header.Get("Authorization") != secret {
