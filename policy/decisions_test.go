@@ -39,8 +39,8 @@ type step struct {
 
 type decisionCase struct {
 	name string
-	// def is the default interval; nil means the package default.
-	def *time.Duration
+	// def is the default interval option; zero means the package default.
+	def time.Duration
 	// floors are published before the first step.
 	floors map[string]float64
 	steps  []step
@@ -59,7 +59,13 @@ func (c decisionCase) clockFree() bool {
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func ptr(d time.Duration) *time.Duration { return &d }
+// spacing is d as a DefaultInterval option: None when d is zero.
+func spacing(d time.Duration) time.Duration {
+	if d == 0 {
+		return None
+	}
+	return d
+}
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
@@ -143,7 +149,7 @@ var decisionCases = []decisionCase{
 	},
 	{
 		name: "a host with no spacing takes no lease",
-		def:  ptr(0),
+		def:  spacing(0),
 		steps: []step{
 			held(0, "a.test", 0, 0, true, 0),
 			held(0, "a.test", 0, 0, true, 0),
@@ -229,7 +235,7 @@ var decisionCases = []decisionCase{
 	},
 	{
 		name: "a zero default is expressible",
-		def:  ptr(0),
+		def:  spacing(0),
 		steps: []step{
 			reserve(0, "a.test", 0, 0, true, 0),
 			reserve(0, "a.test", 0, 0, true, 0),
@@ -237,7 +243,7 @@ var decisionCases = []decisionCase{
 	},
 	{
 		name:   "a published 0.0 is honoured over a slow default",
-		def:    ptr(60 * time.Second),
+		def:    spacing(60 * time.Second),
 		floors: map[string]float64{"fast.test": 0},
 		steps: []step{
 			reserve(0, "fast.test", 0, 0, true, 0),
@@ -255,7 +261,7 @@ var decisionCases = []decisionCase{
 	},
 	{
 		name:   "a published floor applies even when the default is 0",
-		def:    ptr(0),
+		def:    spacing(0),
 		floors: map[string]float64{"slow.test": 30},
 		steps: []step{
 			reserve(0, "slow.test", long, 0, true, 30*time.Second),
@@ -264,7 +270,7 @@ var decisionCases = []decisionCase{
 	},
 	{
 		name:   "a revoked host falls back to the default, not to unlimited",
-		def:    ptr(2 * time.Second),
+		def:    spacing(2 * time.Second),
 		floors: map[string]float64{"slow.test": 0},
 		steps: []step{
 			reserve(0, "slow.test", long, 0, true, 0),

@@ -34,6 +34,19 @@ const (
 	pendingPoll = 5 * time.Millisecond
 )
 
+// None, given to an option that documents it, turns that spacing off. Every
+// package of the module spells "none" this way; zero always means the
+// documented default.
+const None = -1
+
+// noneIfZero turns a resolved interval back into an option value.
+func noneIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return None
+	}
+	return d
+}
+
 // Floors is where a pacer reads a host's published floor. ok is false when
 // the host has no policy (never published, or revoked): the pacer then uses
 // its default interval, never "unlimited". A floor of 0 is a real answer (no
@@ -54,10 +67,9 @@ const maxInterval = 10 * 365 * 24 * time.Hour
 // the defaults documented on each field.
 type LocalOptions struct {
 	// DefaultInterval is the floor of a host that Floors has no policy for
-	// (unknown or revoked). Nil means DefaultInterval (1 s); a pointer to 0
-	// means such hosts are not spaced at all; a negative value means the
-	// default.
-	DefaultInterval *time.Duration
+	// (unknown or revoked). Zero means DefaultInterval (1 s); None means
+	// such hosts are not spaced at all.
+	DefaultInterval time.Duration
 	// Floors supplies the per-host published floors, typically a *Table.
 	// It is read on every decision, so a republished policy applies at once.
 	// Nil means every host uses DefaultInterval. A negative floor from it is
@@ -122,11 +134,16 @@ func NewLocal(opts LocalOptions) *Local {
 	return l
 }
 
-func resolveDefault(d *time.Duration) time.Duration {
-	if d == nil || *d < 0 {
+// resolveDefault reads a DefaultInterval option: zero is the package
+// default, None (any negative value) no spacing.
+func resolveDefault(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
 		return DefaultInterval
+	case d < 0:
+		return 0
 	}
-	return min(*d, maxInterval)
+	return min(d, maxInterval)
 }
 
 // Reserve is ReserveAt at the current time. It returns ctx.Err() if ctx is

@@ -25,7 +25,7 @@ func TestLocalPruning(t *testing.T) {
 	tests := []struct {
 		name     string
 		maxHosts int
-		def      *time.Duration
+		def      time.Duration
 		floors   map[string]float64
 		// run drives the pacer; it returns nothing and the checks follow.
 		run         func(t *testing.T, l *Local)
@@ -121,7 +121,7 @@ func TestLocalPruning(t *testing.T) {
 			// deferral computed from the spacing alone would rescan on every
 			// new host.
 			name: "the deferral waits out a live escalation",
-			def:  ptr(0),
+			def:  spacing(0),
 			run: func(t *testing.T, l *Local) {
 				for i := range DefaultMaxHosts + 1 {
 					h := fmt.Sprintf("h%d.test", i)
@@ -137,7 +137,7 @@ func TestLocalPruning(t *testing.T) {
 		},
 		{
 			name: "once the windows close the escalated hosts go",
-			def:  ptr(0),
+			def:  spacing(0),
 			run: func(t *testing.T, l *Local) {
 				for i := range DefaultMaxHosts + 1 {
 					h := fmt.Sprintf("h%d.test", i)

@@ -28,9 +28,9 @@ const keyGrace = 60 * time.Second
 // means the defaults documented on each field.
 type RedisOptions struct {
 	// DefaultInterval is the floor of a host Floors has no policy for, as in
-	// LocalOptions: nil means DefaultInterval (1 s), a pointer to 0 means no
-	// spacing, a negative value means the default.
-	DefaultInterval *time.Duration
+	// LocalOptions: zero means DefaultInterval (1 s), None means no
+	// spacing.
+	DefaultInterval time.Duration
 	// Floors supplies the per-host published floors (typically a *Table fed
 	// by a Reader); nil means every host uses DefaultInterval. Every worker
 	// should read the same policy stream so they agree on floors.
@@ -113,7 +113,7 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 		r.prefix = DefaultKeyPrefix
 	}
 	if r.fallback == nil {
-		r.fallback = NewLocal(LocalOptions{DefaultInterval: &r.def, Floors: r.floors, Lease: opts.Lease})
+		r.fallback = NewLocal(LocalOptions{DefaultInterval: noneIfZero(r.def), Floors: r.floors, Lease: opts.Lease})
 	}
 	if r.log == nil {
 		r.log = slog.Default()

@@ -132,8 +132,7 @@ func testSharedState(t *testing.T, c1, c2 rueidis.Client) {
 // refusal escalates it, and that the escalation then binds every pacer.
 func testUnspacedHost(t *testing.T, c1, c2 rueidis.Client) {
 	ctx := context.Background()
-	zero := time.Duration(0)
-	opts := RedisOptions{KeyPrefix: "test:unspaced:", DefaultInterval: &zero}
+	opts := RedisOptions{KeyPrefix: "test:unspaced:", DefaultInterval: None}
 	p1, p2 := NewRedis(c1, opts), NewRedis(c2, opts)
 	exists := func() int64 {
 		t.Helper()

@@ -12,7 +12,7 @@ import (
 // moves the next slot later; one that leaves on time changes nothing.
 func TestLocalSentSpacesFromTheDeparture(t *testing.T) {
 	iv := secs(1)
-	l := NewLocal(LocalOptions{DefaultInterval: &iv})
+	l := NewLocal(LocalOptions{DefaultInterval: iv})
 	if r, _ := l.ReserveAt(t0, "a.test", 0); !r.OK {
 		t.Fatal("first reservation refused")
 	}
@@ -38,7 +38,7 @@ func TestLocalSentSpacesFromTheDeparture(t *testing.T) {
 func TestRedisSentSpacesFromTheDeparture(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	iv := 400 * time.Millisecond
-	p := NewRedis(newClient(t, srv.Addr), RedisOptions{DefaultInterval: &iv})
+	p := NewRedis(newClient(t, srv.Addr), RedisOptions{DefaultInterval: iv})
 	ctx := context.Background()
 	if r, err := p.Reserve(ctx, "a.test", 0); err != nil || !r.OK {
 		t.Fatalf("first reservation: %+v, %v", r, err)

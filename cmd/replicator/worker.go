@@ -155,14 +155,17 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}, func() float64 { return float64(table.Len()) }))
 
 	interval := cfg.MinHostInterval
+	if interval == 0 {
+		interval = policy.None // REPLICATOR_MIN_HOST_INTERVAL_SECONDS=0: no spacing
+	}
 	// The fallback decides while Redis cannot, and mirrors the fleet's
 	// decisions meanwhile, so it also knows which hosts are tracked.
 	// A granted request reports its departure well inside the whole-fetch
 	// bound; the lease only outlives a worker that died in between.
 	lease := cfg.MaxFetchTime
-	fallback := policy.NewLocal(policy.LocalOptions{DefaultInterval: &interval, Floors: table, Lease: lease})
+	fallback := policy.NewLocal(policy.LocalOptions{DefaultInterval: interval, Floors: table, Lease: lease})
 	pacer := policy.NewRedis(client, policy.RedisOptions{
-		DefaultInterval: &interval,
+		DefaultInterval: interval,
 		Floors:          table,
 		Fallback:        fallback,
 		Logger:          log,

@@ -49,11 +49,10 @@ func startWorker(t *testing.T, r *testenv.Redis, maxTimeout time.Duration) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	readBlock := 100 * time.Millisecond
-	noSpacing := time.Duration(0)
 	quiet := slog.New(slog.DiscardHandler)
 	fetcher := fetch.New(fetch.Options{
 		Guard:   guard.New(guard.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}),
-		Pacer:   policy.NewLocal(policy.LocalOptions{DefaultInterval: &noSpacing}),
+		Pacer:   policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}),
 		Slots:   fetch.NewSlots(4),
 		MaxWait: readBlock,
 		Stop:    ctx.Done(),

@@ -46,10 +46,9 @@ func newClient(t *testing.T, r *testenv.Redis) rueidis.Client {
 // floor longer than a second parks it.
 func twice(t *testing.T, table *policy.Table, url string) error {
 	t.Helper()
-	none := time.Duration(0)
 	f := fetch.New(fetch.Options{
 		Guard:   guard.New(guard.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}),
-		Pacer:   policy.NewLocal(policy.LocalOptions{DefaultInterval: &none, Floors: table}),
+		Pacer:   policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None, Floors: table}),
 		MaxWait: time.Second,
 	})
 	defer f.Close()

@@ -37,6 +37,11 @@ const (
 	tempSuffix = ".tmp"
 )
 
+// None, given to an option that documents it, turns that bound off. Every
+// package of the module spells "none" this way; zero always means the
+// documented default.
+const None = -1
+
 // Options configures a Sink. The zero value stores into ./blobs with the
 // default retention and ceiling.
 type Options struct {
@@ -50,8 +55,8 @@ type Options struct {
 	// as debris from a crashed write. Default 1 hour.
 	TempGrace time.Duration
 	// MaxTotalBytes is the ceiling on the bytes the tree holds, blobs and
-	// temps together, at which Full reports true. Default 2 GiB; a
-	// negative value disables the ceiling (Full is then always false).
+	// temps together, at which Full reports true. Default 2 GiB; None
+	// disables the ceiling (Full is then always false).
 	MaxTotalBytes int64
 	// Logger receives the start-up traversal warning and sweep summaries.
 	// Default slog.Default().

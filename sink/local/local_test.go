@@ -424,7 +424,7 @@ func TestCeiling(t *testing.T) {
 	}
 	check("after reaping", state{400, false})
 
-	off := newSink(t, Options{MaxTotalBytes: -1})
+	off := newSink(t, Options{MaxTotalBytes: None})
 	mustPut(t, off, now, sinktest.Bytes(3, 5000))
 	if off.Full() {
 		t.Errorf("Full() with the ceiling disabled = true")

@@ -22,7 +22,7 @@ import (
 // Options configures a Sink. The zero value is a sink that never expires
 // anything.
 type Options struct {
-	// TTL is how long a blob lives after its last Put. Zero or negative
+	// TTL is how long a blob lives after its last Put. Zero (the default)
 	// means forever, and Blob.ExpiresAt is then zero.
 	TTL time.Duration
 }
