@@ -96,8 +96,7 @@ func benchHandler(b *testing.B) *fetch.Handler {
 	if err != nil {
 		b.Fatal(err)
 	}
-	none := time.Duration(0)
-	f := fetch.New(fetch.Options{Guard: testGuard(), Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: &none}), Logger: quiet})
+	f := fetch.New(fetch.Options{Guard: testGuard(), Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}), Logger: quiet})
 	b.Cleanup(f.Close)
 	return fetch.NewHandler(fetch.HandlerOptions{Fetcher: f, Sink: blobs, Logger: quiet})
 }

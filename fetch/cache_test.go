@@ -126,7 +126,8 @@ func TestCacheValidatorsOnEveryRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sleeps libSleeps
-	doc, err := h.fetcher.Get(libCtx(t), u, fetch.GetOptions{Cache: cache, Sleep: sleeps.sleep})
+	fetch.SetSleep(h.fetcher, sleeps.sleep)
+	doc, err := h.fetcher.Get(libCtx(t), u, fetch.GetOptions{Cache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestCacheWrittenOnlyAfterA200(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			doc, err := h.fetcher.Get(libCtx(t), u, fetch.GetOptions{Cache: cache, Retries: fetch.NoRetries})
+			doc, err := h.fetcher.Get(libCtx(t), u, fetch.GetOptions{Cache: cache, Retries: fetch.None})
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, doc = %+v; want an error: %v", err, doc, tt.wantErr)
 			}
@@ -178,7 +179,7 @@ func TestCacheWrittenOnlyAfterA200(t *testing.T) {
 	t.Run("a failed first fetch stores nothing", func(t *testing.T) {
 		h := newHarness(t, testenv.Status(http.StatusBadGateway, map[string]string{"ETag": libETag}, ""), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
 		cache := fetch.NewMemoryCache()
-		if _, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Cache: cache, Retries: fetch.NoRetries}); err == nil {
+		if _, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Cache: cache, Retries: fetch.None}); err == nil {
 			t.Fatal("no error")
 		}
 		if cache.Len() != 0 {

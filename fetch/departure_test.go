@@ -42,7 +42,7 @@ func TestDepartureIsReportedWhileTheOriginHoldsTheRequest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			interval := time.Second
-			pacer := &signalPacer{Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: &interval}), sent: make(chan string, 4)}
+			pacer := &signalPacer{Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: spacing(interval)}), sent: make(chan string, 4)}
 			gotMajor := make(chan int, 1)
 			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				gotMajor <- r.ProtoMajor

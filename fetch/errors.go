@@ -3,7 +3,6 @@ package fetch
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 )
@@ -60,12 +59,11 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("fetch: %s answered HTTP %d", e.URL, e.StatusCode)
 }
 
-// Transient reports whether a fresh attempt later might succeed: 5xx, 408
-// and 429. A status of 600 or more is no server error, whatever its first
-// digit: like any other status it is permanent.
-func (e *StatusError) Transient() bool {
-	return (e.StatusCode >= 500 && e.StatusCode <= 599) || e.StatusCode == http.StatusRequestTimeout || e.StatusCode == http.StatusTooManyRequests
-}
+// Transient reports whether a fresh attempt later might succeed: 5xx
+// (500-599), 408 and 429, as Classify says. A status of 600 or more is no
+// server error, whatever its first digit: like any other status it is
+// permanent.
+func (e *StatusError) Transient() bool { return statusTransient(e.StatusCode) }
 
 // ParkedError is the detail of ErrParked.
 type ParkedError struct {

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"time"
 
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
@@ -27,10 +26,9 @@ func ExampleMemoryCache() {
 	}))
 	defer origin.Close()
 
-	noSpacing := time.Duration(0)
 	f := fetch.New(fetch.Options{
 		Guard: guard.New(guard.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}),
-		Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: &noSpacing}),
+		Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}),
 	})
 	defer f.Close()
 

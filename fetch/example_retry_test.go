@@ -29,11 +29,10 @@ func ExampleFetcher_Get() {
 	}))
 	defer origin.Close()
 
-	noSpacing := time.Duration(0)
 	f := fetch.New(fetch.Options{
 		// The origin is on loopback, which the guard refuses unless allowed.
 		Guard: guard.New(guard.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}),
-		Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: &noSpacing}),
+		Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}),
 	})
 	defer f.Close()
 

@@ -66,9 +66,6 @@ type Options struct {
 	TLSConfig *tls.Config
 	// Logger receives debug lines about hops. Nil means slog.Default().
 	Logger *slog.Logger
-
-	now   func() time.Time
-	sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Fetcher performs guarded, paced HTTP GETs, follows redirects itself and
@@ -87,8 +84,7 @@ type Fetcher struct {
 	userAgent    string
 	log          *slog.Logger
 	transport    *http.Transport
-	now          func() time.Time
-	sleep        func(ctx context.Context, d time.Duration) error
+	clock        clock
 }
 
 // New returns a Fetcher configured by opts.
@@ -105,8 +101,7 @@ func New(opts Options) *Fetcher {
 		maxRedirects: opts.MaxRedirects,
 		userAgent:    opts.UserAgent,
 		log:          opts.Logger,
-		now:          opts.now,
-		sleep:        opts.sleep,
+		clock:        wallClock,
 	}
 	if f.guard == nil {
 		f.guard = guard.New(guard.Options{})
@@ -134,13 +129,6 @@ func New(opts Options) *Fetcher {
 	}
 	if f.log == nil {
 		f.log = slog.Default()
-	}
-	if f.now == nil {
-		f.now = time.Now
-	}
-	if f.sleep == nil {
-		stop := f.stop
-		f.sleep = func(ctx context.Context, d time.Duration) error { return sleepFor(ctx, stop, d) }
 	}
 	f.transport = newTransport(f.guard, opts.TLSConfig)
 	return f
@@ -275,7 +263,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 		res.FinalURL = current
 		res.StatusCode = resp.StatusCode
 		res.Header = resp.Header
-		res.FetchedAt = f.now()
+		res.FetchedAt = f.clock.now()
 		// Deferred so that a sink that panics (the Handler recovers it)
 		// still gives the request slot back: a slot lost per panic would
 		// stall every host once as many panics as slots had happened.
@@ -295,7 +283,7 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host strin
 		if resp.ContentLength > f.maxBody {
 			return fmt.Errorf("%w: Content-Length %d over the %d-byte limit", ErrTooLarge, resp.ContentLength, f.maxBody)
 		}
-		body := &timedBody{r: resp.Body, wd: wd, now: f.now}
+		body := &timedBody{r: resp.Body, wd: wd, now: f.clock.now}
 		blob, err := dst.Put(ctx, body, f.maxBody)
 		if err != nil {
 			switch {
@@ -315,7 +303,7 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host strin
 		return nil
 	}
 	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-		retryAfter, _ := policy.ParseRetryAfter(resp.Header.Get("Retry-After"), f.now())
+		retryAfter, _ := policy.ParseRetryAfter(resp.Header.Get("Retry-After"), f.clock.now())
 		interval, err := f.pacer.Refused(ctx, host, retryAfter)
 		if err != nil {
 			f.log.WarnContext(ctx, "pacer did not record a refusal", "host", host, "error", err)

@@ -87,8 +87,6 @@ type HandlerOptions struct {
 	MaxTimeout time.Duration
 	// Logger receives one line per unusual event. Nil means slog.Default().
 	Logger *slog.Logger
-
-	now func() time.Time
 }
 
 // Handler turns a decoded content_fetch command into exactly one Outcome.
@@ -98,7 +96,7 @@ type Handler struct {
 	sink       sink.Sink
 	maxTimeout time.Duration
 	log        *slog.Logger
-	now        func() time.Time
+	clock      clock
 }
 
 // NewHandler returns a Handler configured by opts.
@@ -108,16 +106,13 @@ func NewHandler(opts HandlerOptions) *Handler {
 		sink:       opts.Sink,
 		maxTimeout: opts.MaxTimeout,
 		log:        opts.Logger,
-		now:        opts.now,
+		clock:      wallClock,
 	}
 	if h.maxTimeout <= 0 {
 		h.maxTimeout = guard.DefaultMaxTimeout
 	}
 	if h.log == nil {
 		h.log = slog.Default()
-	}
-	if h.now == nil {
-		h.now = time.Now
 	}
 	return h
 }
@@ -127,12 +122,12 @@ func NewHandler(opts HandlerOptions) *Handler {
 // classification. Every refusal happens before anything reaches the origin.
 // A panic inside is recovered as an Unclassified outcome.
 func (h *Handler) Handle(ctx context.Context, cmd *envelope.ContentFetch) (out Outcome) {
-	start := h.now()
+	start := h.clock.now()
 	defer func() {
 		if p := recover(); p != nil {
 			out = Outcome{Kind: Unclassified, Err: fmt.Errorf("fetch: handler panic: %v\n%s", p, debug.Stack())}
 		}
-		out.Duration = h.now().Sub(start)
+		out.Duration = h.clock.now().Sub(start)
 	}()
 
 	opts, err := guard.SanitizeOptions(cmd.Headers, cmd.TimeoutSeconds, h.maxTimeout)
@@ -143,30 +138,22 @@ func (h *Handler) Handle(ctx context.Context, cmd *envelope.ContentFetch) (out O
 	if err == nil {
 		if res.NotModified() {
 			h.logUnbidden304(ctx, cmd)
-			fact := FailedFact(cmd, envelope.ReasonNotModified, "origin answered 304 Not Modified", res.StatusCode, 0, h.now())
+			fact := FailedFact(cmd, envelope.ReasonNotModified, "origin answered 304 Not Modified", res.StatusCode, 0, h.clock.now())
 			return Outcome{Kind: NotModified, Fact: fact, Reason: envelope.ReasonNotModified, StatusCode: res.StatusCode, Result: res}
 		}
-		return Outcome{Kind: Stored, Fact: blobFact(cmd, res, h.now()), StatusCode: res.StatusCode, Result: res}
+		return Outcome{Kind: Stored, Fact: blobFact(cmd, res, h.clock.now()), StatusCode: res.StatusCode, Result: res}
 	}
 	return h.classify(cmd, res, err)
 }
 
-// classify maps a fetch error onto an outcome.
+// classify maps a fetch error onto an outcome (Classify).
 func (h *Handler) classify(cmd *envelope.ContentFetch, res *Result, err error) Outcome {
-	var status *StatusError
+	c := Classify(err)
+	if c.Kind == Permanent {
+		return h.permanent(cmd, c.Reason, err, c.StatusCode, res)
+	}
 	var parked *ParkedError
-	switch {
-	case errors.Is(err, ErrNotFetchable), errors.Is(err, guard.ErrInvalidHost):
-		// A host with no ASCII form can never be dialed: the URL is as
-		// unusable as one that does not parse.
-		return h.permanent(cmd, envelope.ReasonNotFetchable, err, 0, res)
-	case errors.Is(err, guard.ErrRefused):
-		return h.permanent(cmd, envelope.ReasonDestinationRefused, err, 0, res)
-	case errors.Is(err, ErrTooLarge):
-		return h.permanent(cmd, envelope.ReasonTooLarge, err, 0, res)
-	case errors.As(err, &status) && !status.Transient():
-		return h.permanent(cmd, envelope.ReasonHTTPStatus, err, status.StatusCode, res)
-	case errors.As(err, &parked):
+	if errors.As(err, &parked) {
 		return Outcome{Kind: Transient, Err: err, Park: parked}
 	}
 	out := Outcome{Kind: Transient, Err: err, Result: res}
@@ -179,7 +166,7 @@ func (h *Handler) classify(cmd *envelope.ContentFetch, res *Result, err error) O
 func (h *Handler) permanent(cmd *envelope.ContentFetch, reason envelope.Reason, err error, statusCode int, res *Result) Outcome {
 	return Outcome{
 		Kind:       Permanent,
-		Fact:       FailedFact(cmd, reason, err.Error(), statusCode, 0, h.now()),
+		Fact:       FailedFact(cmd, reason, err.Error(), statusCode, 0, h.clock.now()),
 		Reason:     reason,
 		StatusCode: statusCode,
 		Err:        err,

@@ -354,8 +354,7 @@ func specHandler(t *testing.T, opts fetch.Options, dst sink.Sink) *fetch.Handler
 		opts.Logger = quiet
 	}
 	if opts.Pacer == nil {
-		var none time.Duration
-		opts.Pacer = policy.NewLocal(policy.LocalOptions{DefaultInterval: &none})
+		opts.Pacer = policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None})
 	}
 	f := fetch.New(opts)
 	t.Cleanup(f.Close)

@@ -61,7 +61,7 @@ func newHarness(t *testing.T, h http.Handler, o harnessOptions) *harness {
 	t.Helper()
 	hs := &harness{origin: testenv.StartOrigin(t, h), sink: memory.New(memory.Options{TTL: time.Hour})}
 	interval := o.interval
-	hs.pacer = policy.NewLocal(policy.LocalOptions{DefaultInterval: &interval})
+	hs.pacer = policy.NewLocal(policy.LocalOptions{DefaultInterval: spacing(interval)})
 	opts := o.fetch
 	if opts.Guard == nil {
 		opts.Guard = testGuard()
@@ -116,4 +116,13 @@ func stored(t *testing.T, s sink.Sink, fingerprint string) []byte {
 func sha(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// spacing is d as a policy.LocalOptions.DefaultInterval: None when d is
+// zero, so a zero interval means no spacing as the tests intend.
+func spacing(d time.Duration) time.Duration {
+	if d == 0 {
+		return policy.None
+	}
+	return d
 }

@@ -60,7 +60,7 @@ func (noSlots) Release()                          {}
 // spaced reports whether the host has an interval in force, so the caller
 // knows the request's departure is worth recording (see policy.Pacer.Sent).
 func (f *Fetcher) admit(ctx context.Context, host string) (paced time.Duration, spaced bool, err error) {
-	start := f.now()
+	start := f.clock.now()
 	for {
 		if err := f.slots.Acquire(ctx); err != nil {
 			return paced, false, err
@@ -77,10 +77,10 @@ func (f *Fetcher) admit(ctx context.Context, host string) (paced time.Duration, 
 		if f.maxWait > 0 && paced+r.Wait > f.maxWait {
 			return paced, false, &ParkedError{Host: host, Wait: r.Wait}
 		}
-		if err := f.sleep(ctx, r.Wait); err != nil {
+		if err := f.clock.sleep(ctx, f.stop, r.Wait); err != nil {
 			return paced, false, err
 		}
-		paced = f.now().Sub(start)
+		paced = f.clock.now().Sub(start)
 	}
 }
 
@@ -142,18 +142,3 @@ const (
 	viaWrite   // the connection's first write after GotConn (HTTP/1)
 	viaHeaders // WroteHeaders, called after the flush (HTTP/2)
 )
-
-// sleepFor waits d, returning early with ErrStopping when stop closes or
-// with ctx.Err() when ctx ends.
-func sleepFor(ctx context.Context, stop <-chan struct{}, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-stop:
-		return ErrStopping
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -2,8 +2,6 @@ package fetch
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"math"
@@ -29,8 +27,10 @@ const (
 	MaxGetWait = 30 * time.Second
 )
 
-// NoRetries, as GetOptions.Retries, makes Get try once.
-const NoRetries = -1
+// None, given to an option that documents it, turns that default off: no
+// retries, no wait, no per-attempt bound. Every package of the module
+// spells "none" this way; zero always means the documented default.
+const None = -1
 
 // DefaultAccept is the Accept header Get sends unless the caller sets one:
 // feed formats first, then JSON, then HTML.
@@ -41,18 +41,18 @@ const DefaultAccept = "application/atom+xml, application/rss+xml, application/fe
 // documented on each field.
 type GetOptions struct {
 	// Retries is how many more attempts follow a first one that failed
-	// retryably (see Retryable). Zero means DefaultGetRetries; NoRetries
-	// (any negative value) means a single attempt.
+	// retryably (see Retryable). Zero means DefaultGetRetries; None means
+	// a single attempt.
 	Retries int
 	// Backoff is the base of the jittered exponential wait before a retry:
 	// before retry n (from 0) Get waits Backoff·2ⁿ·U[0.5, 1), at most
 	// MaxGetWait. A 429's Retry-After replaces it. Zero means
-	// DefaultGetBackoff; a negative value means no wait.
+	// DefaultGetBackoff; None means no wait.
 	Backoff time.Duration
 	// Timeout bounds one whole attempt, all hops and pacing included; an
 	// attempt cut short fails with ErrDeadline and is retried. It can only
-	// shorten the fetcher's MaxFetchTime. Zero means DefaultGetTimeout; a
-	// negative value leaves only the fetcher's MaxFetchTime. Each operation
+	// shorten the fetcher's MaxFetchTime. Zero means DefaultGetTimeout; None
+	// leaves only the fetcher's MaxFetchTime. Each operation
 	// within an attempt is also bounded by the fetcher's DefaultTimeout.
 	Timeout time.Duration
 	// Headers are extra request headers, e.g. authorization for a private
@@ -70,10 +70,6 @@ type GetOptions struct {
 	// Sink stores the body. Nil means a fresh in-memory sink for this Get,
 	// which lives as long as the returned Document.
 	Sink sink.Sink
-	// Sleep waits between attempts. Nil means a timer that ends early with
-	// ctx.Err() when ctx ends, or with ErrStopping when the fetcher's Stop
-	// closes. Tests pass a function that records the wait and returns.
-	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Get fetches url as a library caller wants it: with retries, an optional
@@ -81,6 +77,9 @@ type GetOptions struct {
 // the URL rules, the destination guard and pacing apply to every hop of
 // every attempt, and the fetcher's limits (size, redirects, timeouts) hold.
 // The worker never uses Get: it retries through the stream instead.
+//
+// Between attempts Get waits (a pacing wait as well) until ctx ends or the
+// fetcher's Stop closes (ErrStopping).
 //
 // An attempt that fails retryably (see Retryable) is retried up to
 // opts.Retries times, after a jittered backoff or, for a 429, the
@@ -105,10 +104,6 @@ func (f *Fetcher) Get(ctx context.Context, url string, opts GetOptions) (*Docume
 	retries := zeroMeans(opts.Retries, DefaultGetRetries)
 	base := zeroMeans(opts.Backoff, DefaultGetBackoff)
 	timeout := zeroMeans(opts.Timeout, DefaultGetTimeout)
-	sleep := opts.Sleep
-	if sleep == nil {
-		sleep = func(ctx context.Context, d time.Duration) error { return sleepFor(ctx, f.stop, d) }
-	}
 	dst := opts.Sink
 	if dst == nil {
 		dst = memory.New(memory.Options{})
@@ -139,9 +134,9 @@ func (f *Fetcher) Get(ctx context.Context, url string, opts GetOptions) (*Docume
 			}
 			return nil, err
 		}
-		wait := retryDelay(err, attempt-1, base, f.now(), rand.Float64())
+		wait := retryDelay(err, attempt-1, base, f.clock.now(), rand.Float64())
 		f.log.DebugContext(ctx, "retrying fetch", "url", envelope.RedactURL(url), "attempt", attempt, "wait_ms", wait.Milliseconds(), "error", err)
-		if err := sleep(ctx, wait); err != nil {
+		if err := f.clock.sleep(ctx, f.stop, wait); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -219,53 +214,10 @@ func conditional(d *Document) map[string]string {
 	return h
 }
 
-// Retryable reports whether a fresh attempt might succeed where a Fetch or
-// Get failed with err. Get retries exactly these.
-//
-// Retried: a failure on the wire (ErrNetwork: connect, reset, a truncated
-// or malformed response), a failed lookup (guard.ErrResolve), a whole
-// attempt past its bound (ErrDeadline), one operation past its timeout
-// (ErrTimeout), a 5xx and a 429.
-//
-// Not retried: any other status (a 304 included), a URL that is invalid or
-// not http(s) and too many redirects (ErrNotFetchable), a host with no
-// ASCII form (guard.ErrInvalidHost), a destination the guard refused
-// (guard.ErrRefused), refused request headers
-// (guard.ErrInvalidOptions), a body over the limit (ErrTooLarge), a TLS
-// certificate that failed verification (it will fail the same way again),
-// the caller's cancellation or deadline (context.Canceled,
-// context.DeadlineExceeded), and the fetcher's own refusals: ErrParked,
-// ErrStopping, ErrStorageFull, ErrStore. Anything unrecognized is not
-// retried either.
-func Retryable(err error) bool {
-	var status *StatusError
-	switch {
-	case err == nil:
-		return false
-	case errors.Is(err, ErrDeadline), errors.Is(err, ErrTimeout):
-		return true
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, guard.ErrRefused), errors.Is(err, ErrNotFetchable), errors.Is(err, guard.ErrInvalidHost),
-		errors.Is(err, ErrTooLarge), errors.Is(err, guard.ErrInvalidOptions):
-		return false
-	case errors.As(err, &status):
-		return (status.StatusCode >= 500 && status.StatusCode <= 599) || status.StatusCode == http.StatusTooManyRequests
-	case errors.Is(err, guard.ErrResolve):
-		return true
-	case errors.Is(err, ErrNetwork):
-		return !certificateRejected(err)
-	}
-	return false
-}
-
-func certificateRejected(err error) bool {
-	var verify *tls.CertificateVerificationError
-	var authority x509.UnknownAuthorityError
-	var hostname x509.HostnameError
-	var invalid x509.CertificateInvalidError
-	return errors.As(err, &verify) || errors.As(err, &authority) ||
-		errors.As(err, &hostname) || errors.As(err, &invalid)
-}
+// Retryable reports whether a fresh attempt soon might succeed where a
+// Fetch or Get failed with err: Classify(err).Retry. Get retries exactly
+// these; see Classify for the table.
+func Retryable(err error) bool { return err != nil && Classify(err).Retry }
 
 // retryDelay is the wait before retry n (from 0) after err, at now: a
 // 429's Retry-After when it parses, else the jittered backoff; u is a
@@ -290,8 +242,8 @@ func backoff(n int, base time.Duration, u float64) time.Duration {
 	return time.Duration(w)
 }
 
-// zeroMeans reads an option where zero means the default and a negative
-// value means none at all.
+// zeroMeans reads an option where zero means the default and None (any
+// negative value) means none at all.
 func zeroMeans[T int | time.Duration](v, def T) T {
 	switch {
 	case v == 0:

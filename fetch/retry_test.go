@@ -140,6 +140,7 @@ func TestRetryable(t *testing.T) {
 		status(503, true),
 		status(504, true),
 		status(429, true),
+		status(408, true), // a request timeout, as the worker treats it
 
 		// Not retried: a retry cannot help.
 		status(400, false),
@@ -147,7 +148,6 @@ func TestRetryable(t *testing.T) {
 		status(403, false),
 		status(404, false),
 		status(405, false),
-		status(408, false),
 		status(410, false),
 		status(412, false),
 		status(418, false),
@@ -200,7 +200,8 @@ func TestRetryable(t *testing.T) {
 			if timeout == 0 {
 				timeout = time.Minute
 			}
-			doc, err := f.Get(ctx, tt.url, fetch.GetOptions{Retries: 2, Timeout: timeout, Sleep: sleeps.sleep})
+			fetch.SetSleep(f, sleeps.sleep)
+			doc, err := f.Get(ctx, tt.url, fetch.GetOptions{Retries: 2, Timeout: timeout})
 			if doc != nil {
 				t.Fatalf("Get returned a document: %+v", doc)
 			}
@@ -252,7 +253,8 @@ func TestGetRetriesThenSucceeds(t *testing.T) {
 	ok := testenv.Status(200, map[string]string{"Content-Type": "application/rss+xml", "ETag": `"v1"`}, "<rss/>")
 	h := newHarness(t, libSequence(fail, fail, fail, ok), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
 	var sleeps libSleeps
-	doc, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/feed"), fetch.GetOptions{Retries: 3, Backoff: base, Sleep: sleeps.sleep})
+	fetch.SetSleep(h.fetcher, sleeps.sleep)
+	doc, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/feed"), fetch.GetOptions{Retries: 3, Backoff: base})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +304,8 @@ func TestGetRetryAfter(t *testing.T) {
 			})
 			h := newHarness(t, libSequence(tooMany, testenv.Status(200, nil, "ok")), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
 			var sleeps libSleeps
-			doc, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Sleep: sleeps.sleep})
+			fetch.SetSleep(h.fetcher, sleeps.sleep)
+			doc, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -322,7 +325,7 @@ func TestGetRetryCounts(t *testing.T) {
 		want    int // requests sent
 	}{
 		{name: "default", retries: 0, want: 1 + fetch.DefaultGetRetries},
-		{name: "none", retries: fetch.NoRetries, want: 1},
+		{name: "none", retries: fetch.None, want: 1},
 		{name: "any negative is none", retries: -5, want: 1},
 		{name: "one", retries: 1, want: 2},
 		{name: "five", retries: 5, want: 6},
@@ -331,7 +334,8 @@ func TestGetRetryCounts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, testenv.Status(http.StatusBadGateway, nil, ""), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
 			var sleeps libSleeps
-			_, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Retries: tt.retries, Sleep: sleeps.sleep})
+			fetch.SetSleep(h.fetcher, sleeps.sleep)
+			_, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Retries: tt.retries})
 			var se *fetch.StatusError
 			if !errors.As(err, &se) || se.StatusCode != http.StatusBadGateway {
 				t.Fatalf("err = %v, want a 502 *StatusError", err)
@@ -353,7 +357,8 @@ func TestGetPacesEveryRetry(t *testing.T) {
 	fail := testenv.Status(http.StatusInternalServerError, nil, "")
 	h := newHarness(t, libSequence(fail, fail, testenv.Status(200, nil, "ok")), harnessOptions{interval: interval})
 	var sleeps libSleeps
-	doc, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Sleep: sleeps.sleep})
+	fetch.SetSleep(h.fetcher, sleeps.sleep)
+	doc, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +382,8 @@ func TestGetGuardsEveryRetry(t *testing.T) {
 		testenv.Redirect(http.StatusFound, "http://metadata.test/latest/meta-data/"),
 	), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
 	var sleeps libSleeps
-	_, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Retries: 5, Sleep: sleeps.sleep})
+	fetch.SetSleep(h.fetcher, sleeps.sleep)
+	_, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Retries: 5})
 	if !errors.Is(err, guard.ErrRefused) {
 		t.Fatalf("err = %v, want guard.ErrRefused", err)
 	}
@@ -404,7 +410,8 @@ func TestGetCancel(t *testing.T) {
 		var sleeps libSleeps
 		done := make(chan error, 1)
 		go func() {
-			_, err := h.fetcher.Get(ctx, h.url("origin.test", "/"), fetch.GetOptions{Retries: 5, Timeout: time.Minute, Sleep: sleeps.sleep})
+			fetch.SetSleep(h.fetcher, sleeps.sleep)
+			_, err := h.fetcher.Get(ctx, h.url("origin.test", "/"), fetch.GetOptions{Retries: 5, Timeout: time.Minute})
 			done <- err
 		}()
 		<-arrived
@@ -423,19 +430,20 @@ func TestGetCancel(t *testing.T) {
 		defer cancel()
 		waiting := make(chan struct{})
 		done := make(chan error, 1)
+		// The default sleep, waiting the full MaxGetWait unless cut short.
+		fetch.SetSleep(h.fetcher, func(ctx context.Context, d time.Duration) error {
+			close(waiting)
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
 		go func() {
-			// The default sleep, waiting the full MaxGetWait unless cut short.
-			_, err := h.fetcher.Get(ctx, h.url("origin.test", "/"), fetch.GetOptions{Retries: 5, Backoff: time.Hour, Sleep: func(ctx context.Context, d time.Duration) error {
-				close(waiting)
-				t := time.NewTimer(d)
-				defer t.Stop()
-				select {
-				case <-t.C:
-					return nil
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}})
+			_, err := h.fetcher.Get(ctx, h.url("origin.test", "/"), fetch.GetOptions{Retries: 5, Backoff: time.Hour})
 			done <- err
 		}()
 		<-waiting
@@ -474,7 +482,8 @@ func TestGetCancel(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		var sleeps libSleeps
-		_, err := h.fetcher.Get(ctx, h.url("origin.test", "/"), fetch.GetOptions{Timeout: time.Minute, Sleep: sleeps.sleep})
+		fetch.SetSleep(h.fetcher, sleeps.sleep)
+		_, err := h.fetcher.Get(ctx, h.url("origin.test", "/"), fetch.GetOptions{Timeout: time.Minute})
 		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, fetch.ErrDeadline) || fetch.Retryable(err) {
 			t.Errorf("err = %v, want context.DeadlineExceeded, not retryable", err)
 		}
@@ -485,7 +494,8 @@ func TestGetCancel(t *testing.T) {
 	t.Run("per-attempt timeout is not the caller's", func(t *testing.T) {
 		h := newHarness(t, testenv.Hang(), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}, DefaultTimeout: time.Minute}})
 		var sleeps libSleeps
-		_, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Retries: 1, Timeout: 150 * time.Millisecond, Sleep: sleeps.sleep})
+		fetch.SetSleep(h.fetcher, sleeps.sleep)
+		_, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Retries: 1, Timeout: 150 * time.Millisecond})
 		if !errors.Is(err, fetch.ErrDeadline) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			t.Errorf("err = %v, want fetch.ErrDeadline only", err)
 		}

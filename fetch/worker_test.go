@@ -203,7 +203,7 @@ func (e *wenv) newStack(stop <-chan struct{}, o stackOptions) *stack {
 		s.sink = memory.New(memory.Options{TTL: time.Hour})
 	}
 	s.pacer = &recordingPacer{
-		Pacer:  policy.NewLocal(policy.LocalOptions{DefaultInterval: &interval, Floors: floorMap(o.floors)}),
+		Pacer:  policy.NewLocal(policy.LocalOptions{DefaultInterval: spacing(interval), Floors: floorMap(o.floors)}),
 		grants: map[string][]grant{},
 	}
 	maxWait := o.maxWait

@@ -1,0 +1,101 @@
+package fetch
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net/http"
+
+	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/guard"
+)
+
+// Class is what a failure means: whether the command it ends is closed for
+// good (Permanent, with the contract's reason token) or may be tried again
+// (Transient), and whether trying again soon could help.
+type Class struct {
+	// Kind is Permanent or Transient.
+	Kind Kind
+	// Reason is the failure token of a Permanent failure.
+	Reason envelope.Reason
+	// StatusCode is the final response's status for http_status.
+	StatusCode int
+	// Retry reports whether another attempt soon might succeed: the origin
+	// or the network failed (5xx, 408, 429, a failure on the wire, a failed
+	// lookup, a timeout). A certificate that failed verification, and a
+	// Transient failure of this process (parked,
+	// stopping, storage full or failing, the caller's cancellation, an
+	// unrecognised error) is retried by the worker through the stream, but
+	// not by Get, whose retries are seconds apart.
+	Retry bool
+}
+
+// Classify is the one classification of failures, shared by the Handler
+// (the outcome of a command), the worker (its fate) and Get (its retries):
+//
+//	ErrNotFetchable, guard.ErrInvalidHost     Permanent  not_fetchable
+//	guard.ErrInvalidOptions                   Permanent  invalid_request_options
+//	guard.ErrRefused                          Permanent  destination_refused
+//	ErrTooLarge                               Permanent  too_large
+//	*StatusError other than the below         Permanent  http_status
+//	*StatusError 5xx (500-599), 408, 429      Transient  Retry
+//	ErrNetwork, guard.ErrResolve,             Transient  Retry
+//	  ErrTimeout, ErrDeadline
+//	ErrNetwork: a certificate that failed     Transient
+//	  verification
+//	ErrParked, ErrStopping, ErrStorageFull,   Transient
+//	  ErrStore, context.Canceled,
+//	  context.DeadlineExceeded, anything else
+//
+// A 304 is not a failure (Result.NotModified). A panic in the Handler is
+// Unclassified; Classify never returns that kind.
+func Classify(err error) Class {
+	var status *StatusError
+	switch {
+	case errors.Is(err, ErrNotFetchable), errors.Is(err, guard.ErrInvalidHost):
+		// A host with no ASCII form can never be dialed: the URL is as
+		// unusable as one that does not parse.
+		return Class{Kind: Permanent, Reason: envelope.ReasonNotFetchable}
+	case errors.Is(err, guard.ErrInvalidOptions):
+		return Class{Kind: Permanent, Reason: envelope.ReasonInvalidRequestOptions}
+	case errors.Is(err, guard.ErrRefused):
+		return Class{Kind: Permanent, Reason: envelope.ReasonDestinationRefused}
+	case errors.Is(err, ErrTooLarge):
+		return Class{Kind: Permanent, Reason: envelope.ReasonTooLarge}
+	case errors.As(err, &status):
+		if statusTransient(status.StatusCode) {
+			return Class{Kind: Transient, Retry: true}
+		}
+		return Class{Kind: Permanent, Reason: envelope.ReasonHTTPStatus, StatusCode: status.StatusCode}
+	case errors.Is(err, ErrDeadline), errors.Is(err, ErrTimeout):
+		// The fetch's own bounds, told apart from the caller's below.
+		return Class{Kind: Transient, Retry: true}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Class{Kind: Transient}
+	case errors.Is(err, ErrNetwork):
+		// A certificate that failed verification fails the same way again
+		// in seconds; the worker's retry, a reclaim later, may find it
+		// renewed.
+		return Class{Kind: Transient, Retry: !certificateRejected(err)}
+	case errors.Is(err, guard.ErrResolve):
+		return Class{Kind: Transient, Retry: true}
+	}
+	return Class{Kind: Transient}
+}
+
+// statusTransient reports whether a final status may heal: a server error
+// (500-599), 408 or 429. A status of 600 or more is no server error,
+// whatever its first digit.
+func statusTransient(code int) bool {
+	return (code >= 500 && code <= 599) || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests
+}
+
+func certificateRejected(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var authority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &verify) || errors.As(err, &authority) ||
+		errors.As(err, &hostname) || errors.As(err, &invalid)
+}

@@ -1,0 +1,12 @@
+package fetch
+
+import (
+	"context"
+	"time"
+)
+
+// SetSleep replaces the sleep of f's clock for a test: pacing waits and
+// Get's waits between attempts go through it.
+func SetSleep(f *Fetcher, sleep func(ctx context.Context, d time.Duration) error) {
+	f.clock.sleep = func(ctx context.Context, _ <-chan struct{}, d time.Duration) error { return sleep(ctx, d) }
+}
