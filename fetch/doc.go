@@ -1,6 +1,6 @@
 // Package fetch fetches untrusted URLs safely and politely and streams the
-// bodies into a content-addressed sink. It has three layers, each usable on
-// its own:
+// bodies into a content-addressed sink. It is a library: it compiles no
+// Redis and no Prometheus code. Two layers, each usable on its own:
 //
 //   - Fetcher performs one guarded, paced GET, following redirects itself.
 //     Fetcher.Fetch is one attempt; Fetcher.Get adds what a library caller
@@ -8,8 +8,9 @@
 //     document kind detection).
 //   - Handler turns one decoded content_fetch command into exactly one
 //     Outcome: the fact to publish and the fate of the command.
-//   - Worker is the consume loop of the command stream on Redis: consumer
-//     group, reclaim, many commands at once, facts, dead letters, dedupe.
+//
+// The consume loop that runs the Handler on a Redis stream is package
+// fetch/worker.
 //
 // # One fetch
 //
@@ -29,7 +30,9 @@
 //
 // # Classification
 //
-// Handler maps what happened onto the contract's outcomes:
+// Classify is the one classification of failures, shared by the Handler,
+// the worker and Get's retries (docs/taxonomy.md). The Handler maps what
+// happened onto the contract's outcomes:
 //
 //	refused headers or timeout_seconds      Permanent  invalid_request_options
 //	not http(s), no host, an 11th redirect, Permanent  not_fetchable
@@ -57,41 +60,10 @@
 // such a request does not ask for gzip (as net/http decides), and what
 // arrives is stored as it is.
 //
-// # The Worker's fates
-//
-// Stored: the bytes are already stored; publish blob_available, set the
-// dedupe key, ack. NotModified: publish fetch_failed/not_modified, set the
-// dedupe key, ack, no dead letter. Permanent: publish the terminal
-// fetch_failed, then dead-letter (copy to the DLQ stream, ack). Transient:
-// publish nothing and leave the entry pending for XAUTOCLAIM. A crash
-// anywhere may repeat a fact, never announce unstored bytes. Frames that do
-// not decode, foreign payloads and blank command_ids are dead-lettered with
-// no fact; a command_id seen within the dedupe window is acked and dropped.
-// Commands that complete together have their facts, dedupe keys and acks
-// written together, one pipelined round trip per step, each command's
-// steps still in that order.
-//
-// Broker trouble is the loop's, not the message's: failed cycles back off,
-// and after WorkerOptions.MaxConsecutiveFailures Run returns
-// ErrBrokerUnavailable so a supervisor restarts the process. Cancelling
-// Run's context stops reading, leaves parked commands pending and lets
-// in-flight fetches finish for up to WorkerOptions.DrainTimeout.
-//
 // # Errors and logs
 //
 // Errors wrap the package's sentinels (and guard's and sink's) with detail;
 // check them with errors.Is and errors.As, and use Retryable to decide
 // whether another attempt may help. No error, log line or fact detail ever
 // carries a header value, and URLs are logged with their userinfo redacted.
-//
-// # Metrics
-//
-// With WorkerOptions.Registerer set, a Worker exports
-// replicator_commands_total{outcome,reason},
-// replicator_fetch_duration_seconds{outcome}, replicator_stored_bytes_total,
-// replicator_pacing_wait_seconds, replicator_handlers_busy,
-// replicator_reclaimed_total, replicator_dlq_writes_total{reason},
-// replicator_broker_failures_total{op}, replicator_cycle_failures_total,
-// replicator_held_commands, replicator_parked_commands and
-// replicator_requests_in_flight.
 package fetch

@@ -134,6 +134,17 @@ func New(opts Options) *Fetcher {
 	return f
 }
 
+// Slots returns the Slots the fetcher was given, nil when none.
+func (f *Fetcher) Slots() Slots {
+	if _, ok := f.slots.(noSlots); ok {
+		return nil
+	}
+	return f.slots
+}
+
+// MaxFetchTime returns the bound on a whole fetch in force.
+func (f *Fetcher) MaxFetchTime() time.Duration { return f.maxFetch }
+
 // Close releases idle connections.
 func (f *Fetcher) Close() { f.transport.CloseIdleConnections() }
 

@@ -117,6 +117,9 @@ func NewHandler(opts HandlerOptions) *Handler {
 	return h
 }
 
+// Fetcher returns the Fetcher the Handler fetches with.
+func (h *Handler) Fetcher() *Fetcher { return h.fetcher }
+
 // Handle handles one command, in the order of the contract: request
 // options, URL, destination guard, storage ceiling, pacing, fetch,
 // classification. Every refusal happens before anything reaches the origin.

@@ -22,7 +22,8 @@ type Slots interface {
 	Release()
 }
 
-// NewSlots returns Slots allowing n requests at once (n < 1 means 1).
+// NewSlots returns Slots allowing n requests at once (n < 1 means 1). They
+// also report their Size and how many are InUse, for a worker's gauges.
 func NewSlots(n int) Slots {
 	if n < 1 {
 		n = 1
@@ -42,6 +43,12 @@ func (s semaphore) Acquire(ctx context.Context) error {
 }
 
 func (s semaphore) Release() { <-s }
+
+// Size is how many requests the slots allow at once.
+func (s semaphore) Size() int { return cap(s) }
+
+// InUse is how many slots are taken.
+func (s semaphore) InUse() int { return len(s) }
 
 type noSlots struct{}
 

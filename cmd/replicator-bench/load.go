@@ -15,17 +15,17 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/policy"
 )
 
 // The streams and group of the contract (SPEC.md sections 1 and 3).
 const (
-	streamCommands = fetch.DefaultStream
-	streamFacts    = fetch.DefaultFactsStream
-	streamDLQ      = fetch.DefaultDLQStream
+	streamCommands = worker.DefaultStream
+	streamFacts    = worker.DefaultFactsStream
+	streamDLQ      = worker.DefaultDLQStream
 	streamPolicy   = policy.DefaultPolicyStream
-	group          = fetch.DefaultGroup
+	group          = worker.DefaultGroup
 )
 
 // command is one command the bench publishes.

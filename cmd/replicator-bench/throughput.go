@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/fetch/worker"
 )
 
 // The throughput variants, in the order they run.
@@ -59,7 +59,7 @@ func (b *bench) throughputVariants() []string {
 func runThroughput(ctx context.Context, b *bench) error {
 	n := orInt(b.o.commands, 20000)
 	h := orInt(b.o.hosts, 1000)
-	conc := orInt(b.o.concurrency, fetch.DefaultConcurrency)
+	conc := orInt(b.o.concurrency, worker.DefaultConcurrency)
 	fmt.Fprintf(b.out, "%d commands over %d hosts, %d-byte bodies, spacing %s, blobs on %s; concurrency %d (serial: 1, held 1)\n",
 		n, h, b.o.bodySize, b.o.interval, b.dir, conc)
 	fmt.Fprintf(b.out, "latency is publish to fact with the whole load queued first, so it includes queueing\n")

@@ -71,7 +71,7 @@ type Config struct {
 
 	// The project's additions.
 	Concurrency int
-	MaxHeld     int // 0 means fetch.DefaultHeldPerRequest × Concurrency
+	MaxHeld     int // 0 means worker.DefaultHeldPerRequest × Concurrency
 	AllowCIDRs  []netip.Prefix
 	MetricsAddr string // "" means no metrics server
 	Resolve     string // raw REPLICATOR_RESOLVE, already validated

@@ -10,15 +10,15 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/policy"
 )
 
 // The streams of the contract (SPEC.md section 1), as the library names them.
 const (
-	streamCommands = fetch.DefaultStream
-	streamFacts    = fetch.DefaultFactsStream
-	streamDLQ      = fetch.DefaultDLQStream
+	streamCommands = worker.DefaultStream
+	streamFacts    = worker.DefaultFactsStream
+	streamDLQ      = worker.DefaultDLQStream
 	streamPolicy   = policy.DefaultPolicyStream
 )
 

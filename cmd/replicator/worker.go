@@ -22,6 +22,7 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink"
@@ -63,7 +64,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			case "REPLICATOR_CONSUMER_NAME":
 				def = "replicator@<hostname>"
 			case "REPLICATOR_MAX_HELD":
-				def = fmt.Sprintf("%d × REPLICATOR_CONCURRENCY", fetch.DefaultHeldPerRequest)
+				def = fmt.Sprintf("%d × REPLICATOR_CONCURRENCY", worker.DefaultHeldPerRequest)
 			}
 			fmt.Fprintf(stderr, "  %s (default %s)\n      %s\n", s.name, def, s.help)
 		}
@@ -206,7 +207,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		MaxTimeout: cfg.MaxFetchTimeout,
 		Logger:     log,
 	})
-	worker := fetch.NewWorker(client, handler, fetch.WorkerOptions{
+	fetchLoop := worker.New(client, handler, worker.Options{
 		Group:                  cfg.ConsumerGroup,
 		Consumer:               cfg.ConsumerName,
 		StartID:                cfg.ConsumerStartID,
@@ -230,7 +231,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("metrics server: %w", err)
 		}
-		srv := &http.Server{Handler: metricsMux(reg, worker, client), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: metricsMux(reg, fetchLoop, client), ReadHeaderTimeout: 10 * time.Second}
 		bg.Go(func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server stopped", "error", err)
@@ -263,7 +264,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 	}
-	if err := worker.Run(ctx); err != nil {
+	if err := fetchLoop.Run(ctx); err != nil {
 		return err
 	}
 	return nil
@@ -344,7 +345,7 @@ func openSink(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.
 
 // metricsMux serves /metrics from reg and /healthz: 200 once the consumer
 // group exists and Redis answers a PING, else 503.
-func metricsMux(reg *prometheus.Registry, w *fetch.Worker, client rueidis.Client) *http.ServeMux {
+func metricsMux(reg *prometheus.Registry, w *worker.Worker, client rueidis.Client) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, r *http.Request) {

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/policy"
@@ -59,9 +60,9 @@ func startWorker(t *testing.T, r *testenv.Redis, maxTimeout time.Duration) {
 		Logger:  quiet,
 	})
 	handler := fetch.NewHandler(fetch.HandlerOptions{Fetcher: fetcher, Sink: memory.New(memory.Options{}), MaxTimeout: maxTimeout, Logger: quiet})
-	worker := fetch.NewWorker(client, handler, fetch.WorkerOptions{StartID: "0", ReadBlock: readBlock, Logger: quiet})
+	w := worker.New(client, handler, worker.Options{StartID: "0", ReadBlock: readBlock, Logger: quiet})
 	done := make(chan error, 1)
-	go func() { done <- worker.Run(ctx) }()
+	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -1,4 +1,4 @@
-package fetch_test
+package worker_test
 
 import (
 	"bufio"
@@ -19,7 +19,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/memory"
@@ -136,7 +136,7 @@ func TestWorkerSpecStorageCeiling(t *testing.T) {
 			dl := e.dlqNow()
 			got := map[string]string{}
 			for _, d := range dl {
-				got[d[fetch.FieldDLQOriginalID]] = d[fetch.FieldDLQReason]
+				got[d[envelope.FieldDLQOriginalID]] = d[envelope.FieldDLQReason]
 			}
 			if diff := cmp.Diff(closed, got); diff != "" {
 				t.Errorf("dead letters (original id → reason) mismatch (-want +got):\n%s", diff)
@@ -188,7 +188,7 @@ func TestWorkerSpecUnpublishableFailureStillDeadLettered(t *testing.T) {
 			if typ, err := e.do(e.client.B().Type().Key(e.facts).Build()).ToString(); err != nil || typ != "string" {
 				t.Errorf("TYPE facts = %q, %v; want the string left in place", typ, err)
 			}
-			if !strings.Contains(e.logs.String(), "could not publish fetch_failed") {
+			if !strings.Contains(e.logs.String(), "could not publish the failure fact") {
 				t.Errorf("the refused fact was not logged:\n%s", e.logs.String())
 			}
 		})
@@ -256,7 +256,7 @@ func TestWorkerSpecDeliveryCountUnreadable(t *testing.T) {
 func TestWorkerSpecHandlerErrorAtDefaultCeiling(t *testing.T) {
 	e := newEnv(t, standalone(t, testenv.StartRedis(t)).client, http.HandlerFunc(okBody))
 	wo := e.workerOptions()
-	wo.MaxDeliveryAttempts = fetch.DefaultMaxDeliveryAttempts
+	wo.MaxDeliveryAttempts = worker.DefaultMaxDeliveryAttempts
 	e.start(stackOptions{sink: panicSink{memory.New(memory.Options{})}, slots: 4}, wo)
 	cmd := e.command("c-bug", e.url("w.test", "/ok/c-bug"))
 	id := e.addModel(cmd)
@@ -265,19 +265,19 @@ func TestWorkerSpecHandlerErrorAtDefaultCeiling(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); len(dl) == 0; dl = e.dlqNow() {
 		if time.Now().After(deadline) {
 			t.Fatalf("no dead letter after 10s: the origin saw %d requests, the entry was delivered %d times; "+
-				"want handler_error after %d handlings", e.origin.Count(), e.deliveries(id), fetch.DefaultMaxDeliveryAttempts)
+				"want handler_error after %d handlings", e.origin.Count(), e.deliveries(id), worker.DefaultMaxDeliveryAttempts)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	e.waitSettled(10 * time.Second)
 	want := failedFact(cmd, envelope.ReasonHandlerError, 0)
-	want.Attempts = envelope.Ptr(fetch.DefaultMaxDeliveryAttempts)
+	want.Attempts = envelope.Ptr(worker.DefaultMaxDeliveryAttempts)
 	if diff := cmp.Diff([]envelope.Model{want}, e.factsNow(), factOpts); diff != "" {
 		t.Errorf("facts mismatch (-want +got):\n%s", diff)
 	}
 	checkOneDeadLetter(t, e, dl, envelope.ReasonHandlerError, id)
-	if got := e.origin.Count(); got != fetch.DefaultMaxDeliveryAttempts {
-		t.Errorf("origin saw %d requests, want one per delivery (%d)", got, fetch.DefaultMaxDeliveryAttempts)
+	if got := e.origin.Count(); got != worker.DefaultMaxDeliveryAttempts {
+		t.Errorf("origin saw %d requests, want one per delivery (%d)", got, worker.DefaultMaxDeliveryAttempts)
 	}
 }
 
@@ -552,7 +552,7 @@ func TestWorkerSpecFactBeforeDeadLetter(t *testing.T) {
 					}
 				}
 			case args[0] == "XADD" && args[1] == e.dlq:
-				if s, ok := seen[specArgAfter(args[2:], fetch.FieldDLQOriginalID)]; ok && s.dlq < 0 {
+				if s, ok := seen[specArgAfter(args[2:], envelope.FieldDLQOriginalID)]; ok && s.dlq < 0 {
 					s.dlq = i
 				}
 			case args[0] == "XACK" && args[1] == e.stream && len(args) > 3:
@@ -584,8 +584,8 @@ func checkOneDeadLetter(t *testing.T, e *wenv, dl []map[string]string, reason en
 	if diff := cmp.Diff([]string{string(reason)}, dlqReasons(dl)); diff != "" {
 		t.Errorf("dead-letter reasons mismatch (-want +got):\n%s", diff)
 	}
-	if len(dl) > 0 && dl[0][fetch.FieldDLQOriginalID] != id {
-		t.Errorf("dlq_original_id = %q, want %q", dl[0][fetch.FieldDLQOriginalID], id)
+	if len(dl) > 0 && dl[0][envelope.FieldDLQOriginalID] != id {
+		t.Errorf("dlq_original_id = %q, want %q", dl[0][envelope.FieldDLQOriginalID], id)
 	}
 	checkDLQCopies(t, e, dl)
 }

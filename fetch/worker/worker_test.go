@@ -1,4 +1,4 @@
-package fetch_test
+package worker_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/policy"
@@ -229,7 +230,7 @@ func (e *wenv) newStack(stop <-chan struct{}, o stackOptions) *stack {
 
 // running is a worker started in the background.
 type running struct {
-	worker   *fetch.Worker
+	worker   *worker.Worker
 	stack    *stack
 	cancel   context.CancelFunc
 	finished chan struct{}
@@ -256,8 +257,8 @@ func (r *running) stop(t *testing.T) error {
 }
 
 // workerOptions are the test defaults: this env's names, short timings.
-func (e *wenv) workerOptions() fetch.WorkerOptions {
-	return fetch.WorkerOptions{
+func (e *wenv) workerOptions() worker.Options {
+	return worker.Options{
 		Stream:       e.stream,
 		Group:        e.group,
 		Consumer:     "w1",
@@ -275,11 +276,11 @@ func (e *wenv) workerOptions() fetch.WorkerOptions {
 }
 
 // start runs a worker on a fresh stack until the test ends.
-func (e *wenv) start(so stackOptions, wo fetch.WorkerOptions) *running {
+func (e *wenv) start(so stackOptions, wo worker.Options) *running {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	st := e.newStack(ctx.Done(), so)
-	w := fetch.NewWorker(e.client, st.handler, wo)
+	w := worker.New(e.client, st.handler, wo)
 	r := &running{worker: w, stack: st, cancel: cancel, finished: make(chan struct{})}
 	go func() {
 		r.err = w.Run(ctx)
@@ -502,7 +503,7 @@ func (e *wenv) waitSettled(timeout time.Duration) {
 func dlqReasons(dl []map[string]string) []string {
 	out := make([]string, len(dl))
 	for i, d := range dl {
-		out[i] = d[fetch.FieldDLQReason]
+		out[i] = d[envelope.FieldDLQReason]
 	}
 	return out
 }
@@ -512,8 +513,8 @@ func TestWorkerOptionsDefaults(t *testing.T) {
 	f := fetch.New(fetch.Options{Slots: slots, MaxFetchTime: 30 * time.Second})
 	defer f.Close()
 	h := fetch.NewHandler(fetch.HandlerOptions{Fetcher: f, Sink: memory.New(memory.Options{})})
-	got := fetch.NewWorker(nil, h, fetch.WorkerOptions{Consumer: "c", Logger: discard}).Options()
-	want := fetch.WorkerOptions{
+	got := worker.New(nil, h, worker.Options{Consumer: "c", Logger: discard}).Options()
+	want := worker.Options{
 		Stream:                 "content.fetch",
 		Group:                  "replicator.fetch",
 		Consumer:               "c",
@@ -535,10 +536,10 @@ func TestWorkerOptionsDefaults(t *testing.T) {
 		DrainTimeout:           40 * time.Second,
 		Logger:                 discard,
 	}
-	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(fetch.WorkerOptions{}), cmpopts.EquateComparable(slog.Logger{})); diff != "" {
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(worker.Options{}), cmpopts.EquateComparable(slog.Logger{})); diff != "" {
 		t.Errorf("defaults mismatch (-want +got):\n%s", diff)
 	}
-	if c := fetch.DefaultConsumer(); !strings.HasPrefix(c, "replicator@") {
+	if c := worker.DefaultConsumer(); !strings.HasPrefix(c, "replicator@") {
 		t.Errorf("DefaultConsumer() = %q, want replicator@<hostname>", c)
 	}
 }

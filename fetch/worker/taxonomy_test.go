@@ -1,4 +1,4 @@
-package fetch_test
+package worker_test
 
 import (
 	"crypto/sha256"
@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/sink/memory"
 )
@@ -81,7 +81,7 @@ func failedFact(cmd *envelope.ContentFetch, reason envelope.Reason, status int) 
 type taxonomyRow struct {
 	name string
 	so   stackOptions
-	wo   func(*fetch.WorkerOptions)
+	wo   func(*worker.Options)
 	// run publishes the row's entries (waiting in between where the row
 	// needs it) and returns the facts expected, in order, and the frames
 	// expected in the DLQ (by their original ids).
@@ -137,14 +137,14 @@ func taxonomyRows() []taxonomyRow {
 			run: malformed(func(e *wenv, cmd *envelope.ContentFetch) string {
 				return frame(e, cmd, func(f map[string]string) { f[envelope.FieldPayload] = "{not json" })
 			}),
-			wantReasons: []string{fetch.DLQMalformedFrame},
+			wantReasons: []string{envelope.DLQMalformedFrame},
 		},
 		{
 			name: "malformed frame: flat fields",
 			run: malformed(func(e *wenv, cmd *envelope.ContentFetch) string {
 				return e.add("command_id", cmd.CommandID, "url", cmd.URL, "info_source_id", cmd.InfoSourceID)
 			}),
-			wantReasons: []string{fetch.DLQMalformedFrame},
+			wantReasons: []string{envelope.DLQMalformedFrame},
 		},
 		{
 			name: "malformed frame: naive time",
@@ -153,14 +153,14 @@ func taxonomyRows() []taxonomyRow {
 					f[envelope.FieldPayload] = strings.Replace(f[envelope.FieldPayload], ".000000Z", ".000000", 1)
 				})
 			}),
-			wantReasons: []string{fetch.DLQMalformedFrame},
+			wantReasons: []string{envelope.DLQMalformedFrame},
 		},
 		{
 			name: "malformed frame: unknown event type",
 			run: malformed(func(e *wenv, cmd *envelope.ContentFetch) string {
 				return frame(e, cmd, func(f map[string]string) { f[envelope.FieldEventType] = "content_fetch_v9" })
 			}),
-			wantReasons: []string{fetch.DLQMalformedFrame},
+			wantReasons: []string{envelope.DLQMalformedFrame},
 		},
 		{
 			name: "foreign payload",
@@ -169,7 +169,7 @@ func taxonomyRows() []taxonomyRow {
 				mid := e.addModel(blobFact(cmd, "/ok/c-foreign"))
 				return nil, []string{mid}
 			},
-			wantReasons: []string{fetch.DLQForeignPayload},
+			wantReasons: []string{envelope.DLQForeignPayload},
 			notDeduped:  []string{"c-foreign"},
 		},
 		{
@@ -189,7 +189,7 @@ func taxonomyRows() []taxonomyRow {
 				mid := e.addModel(e.command(" \t", e.url("w.test", "/ok/blank")))
 				return nil, []string{mid}
 			},
-			wantReasons: []string{fetch.DLQBlankCommandID},
+			wantReasons: []string{envelope.DLQBlankCommandID},
 		},
 		{
 			name: "duplicate command_id",
@@ -251,7 +251,7 @@ func taxonomyRows() []taxonomyRow {
 		{
 			name: "unclassified: handler_error at the delivery ceiling",
 			so:   stackOptions{sink: panicSink{memory.New(memory.Options{})}},
-			wo:   func(o *fetch.WorkerOptions) { o.MaxDeliveryAttempts = 2 },
+			wo:   func(o *worker.Options) { o.MaxDeliveryAttempts = 2 },
 			run: func(t *testing.T, e *wenv) ([]envelope.Model, []string) {
 				cmd := e.command("c-bug", e.url("w.test", "/ok/c-bug"))
 				mid := e.addModel(cmd)
@@ -328,8 +328,8 @@ func runTaxonomyRow(t *testing.T, b backend, row taxonomyRow) {
 		t.Errorf("dead-letter reasons mismatch (-want +got):\n%s", diff)
 	}
 	for i, d := range dl {
-		if i < len(dlqIDs) && d[fetch.FieldDLQOriginalID] != dlqIDs[i] {
-			t.Errorf("dead letter %d: dlq_original_id = %q, want %q", i, d[fetch.FieldDLQOriginalID], dlqIDs[i])
+		if i < len(dlqIDs) && d[envelope.FieldDLQOriginalID] != dlqIDs[i] {
+			t.Errorf("dead letter %d: dlq_original_id = %q, want %q", i, d[envelope.FieldDLQOriginalID], dlqIDs[i])
 		}
 	}
 	checkDLQCopies(t, e, dl)
@@ -348,15 +348,15 @@ func runTaxonomyRow(t *testing.T, b backend, row taxonomyRow) {
 func checkDLQCopies(t *testing.T, e *wenv, dl []map[string]string) {
 	t.Helper()
 	for _, d := range dl {
-		id := d[fetch.FieldDLQOriginalID]
+		id := d[envelope.FieldDLQOriginalID]
 		entries, err := e.do(e.client.B().Xrange().Key(e.stream).Start(id).End(id).Build()).AsXRange()
 		if err != nil || len(entries) != 1 {
 			t.Errorf("original %s: %v (%d entries)", id, err, len(entries))
 			continue
 		}
 		want := entries[0].FieldValues
-		want[fetch.FieldDLQReason] = d[fetch.FieldDLQReason]
-		want[fetch.FieldDLQOriginalID] = id
+		want[envelope.FieldDLQReason] = d[envelope.FieldDLQReason]
+		want[envelope.FieldDLQOriginalID] = id
 		if diff := cmp.Diff(want, d); diff != "" {
 			t.Errorf("dead letter of %s mismatch (-want +got):\n%s", id, diff)
 		}

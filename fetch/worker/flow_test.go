@@ -1,4 +1,4 @@
-package fetch_test
+package worker_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/memory"
@@ -133,8 +133,8 @@ func TestWorkerUnclassifiedReachesDeliveryCeiling(t *testing.T) {
 	if diff := cmp.Diff([]string{"handler_error"}, dlqReasons(dl)); diff != "" {
 		t.Errorf("dead-letter reasons mismatch (-want +got):\n%s", diff)
 	}
-	if dl[0][fetch.FieldDLQOriginalID] != id {
-		t.Errorf("dlq_original_id = %q, want %q", dl[0][fetch.FieldDLQOriginalID], id)
+	if dl[0][envelope.FieldDLQOriginalID] != id {
+		t.Errorf("dlq_original_id = %q, want %q", dl[0][envelope.FieldDLQOriginalID], id)
 	}
 	if got := e.origin.Count(); got != 3 {
 		t.Errorf("origin saw %d requests, want one per delivery (3)", got)
@@ -243,7 +243,7 @@ func TestWorkerSurvivesRedisRestart(t *testing.T) {
 			b.stop()
 			eventually(t, 10*time.Second, "the worker to notice the outage", func() bool {
 				logs := e.logs.String()
-				return strings.Contains(logs, "worker cycle failed") && strings.Contains(logs, "could not record a command's fate")
+				return strings.Contains(logs, "consume cycle failed") && strings.Contains(logs, "could not record a command's fate")
 			})
 			if err := b.start(); err != nil {
 				t.Fatal(err)
@@ -265,7 +265,7 @@ func TestWorkerSurvivesRedisRestart(t *testing.T) {
 			}
 			eventually(t, 10*time.Second, "the worker to be healthy again", run.worker.Healthy)
 			eventually(t, 5*time.Second, "a log line saying the loop recovered", func() bool {
-				return strings.Contains(e.logs.String(), "worker cycle recovered")
+				return strings.Contains(e.logs.String(), "consume cycle recovered")
 			})
 		})
 	}
@@ -295,7 +295,7 @@ func TestWorkerGivesUpWhenRedisIsGone(t *testing.T) {
 			eventually(t, 10*time.Second, "the worker to be healthy", run.worker.Healthy)
 			b.stop()
 			err := run.wait(t, 30*time.Second)
-			if !errors.Is(err, fetch.ErrBrokerUnavailable) {
+			if !errors.Is(err, worker.ErrBrokerUnavailable) {
 				t.Fatalf("Run = %v, want ErrBrokerUnavailable", err)
 			}
 			if run.worker.HealthyAt(time.Now().Add(time.Minute)) {

@@ -1,4 +1,4 @@
-package fetch_test
+package worker_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink/local"
@@ -51,12 +52,12 @@ func ExampleWorker() {
 	defer fetcher.Close()
 	handler := fetch.NewHandler(fetch.HandlerOptions{Fetcher: fetcher, Sink: blobs, Logger: log})
 
-	worker := fetch.NewWorker(client, handler, fetch.WorkerOptions{
+	w := worker.New(client, handler, worker.Options{
 		ReadBlock:  readBlock,
 		Logger:     log,
 		Registerer: prometheus.DefaultRegisterer,
 	})
-	if err := worker.Run(ctx); err != nil {
+	if err := w.Run(ctx); err != nil {
 		log.Error("worker", "error", err)
 		os.Exit(1) // a supervisor restarts the worker
 	}

@@ -1,4 +1,4 @@
-package fetch_test
+package worker_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/internal/testenv"
 )
 
@@ -62,8 +62,8 @@ func BenchmarkWorkerThroughput(b *testing.B) {
 			wo := e.workerOptions()
 			wo.Logger = discard
 			wo.Concurrency = concurrency
-			wo.ReadBlock, wo.ClaimMinIdle = fetch.DefaultReadBlock, fetch.DefaultClaimMinIdle
-			w := fetch.NewWorker(client, st.handler, wo)
+			wo.ReadBlock, wo.ClaimMinIdle = worker.DefaultReadBlock, worker.DefaultClaimMinIdle
+			w := worker.New(client, st.handler, wo)
 			b.ResetTimer()
 			done := make(chan error, 1)
 			go func() { done <- w.Run(ctx) }()
@@ -104,8 +104,8 @@ func BenchmarkWorkerLatency(b *testing.B) {
 	st := e.newStack(ctx.Done(), stackOptions{slots: 16})
 	wo := e.workerOptions()
 	wo.Logger = discard
-	wo.ReadBlock, wo.ClaimMinIdle = fetch.DefaultReadBlock, fetch.DefaultClaimMinIdle
-	w := fetch.NewWorker(client, st.handler, wo)
+	wo.ReadBlock, wo.ClaimMinIdle = worker.DefaultReadBlock, worker.DefaultClaimMinIdle
+	w := worker.New(client, st.handler, wo)
 	go w.Run(ctx)
 	for !w.Healthy() {
 		time.Sleep(time.Millisecond)

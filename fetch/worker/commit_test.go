@@ -1,4 +1,4 @@
-package fetch_test
+package worker_test
 
 import (
 	"fmt"

@@ -1,0 +1,85 @@
+package worker
+
+import (
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/internal/consume"
+)
+
+// metricsPrefix names the content.fetch loop's metrics (the README's
+// Metrics).
+const metricsPrefix = "replicator_"
+
+// fetchMetrics are the metrics only a fetch has, beside the loop's.
+type fetchMetrics struct {
+	loop        *consume.Metrics
+	duration    *prometheus.HistogramVec
+	storedBytes prometheus.Counter
+	pacingWait  prometheus.Histogram
+	inFlight    prometheus.Collector // nil without counting Slots
+}
+
+// sizedSlots are Slots that report their use (fetch.NewSlots).
+type sizedSlots interface {
+	Size() int
+	InUse() int
+}
+
+func newFetchMetrics(slots fetch.Slots) *fetchMetrics {
+	m := &fetchMetrics{
+		loop: consume.NewMetrics(metricsPrefix),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    metricsPrefix + "fetch_duration_seconds",
+			Help:    "Time to handle one command, pacing waits included, by outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
+		}, []string{"outcome"}),
+		storedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: metricsPrefix + "stored_bytes_total",
+			Help: "Bytes of bodies stored for blob_available facts.",
+		}),
+		pacingWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    metricsPrefix + "pacing_wait_seconds",
+			Help:    "Time a handled command waited for its hosts' politeness windows.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}),
+	}
+	if s, ok := slots.(sizedSlots); ok {
+		m.inFlight = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: metricsPrefix + "requests_in_flight",
+			Help: "Requests holding one of the fetcher's slots.",
+		}, func() float64 { return float64(s.InUse()) })
+	}
+	return m
+}
+
+// register adds every metric to r (nil: none). A collision is logged, not
+// fatal.
+func (m *fetchMetrics) register(r prometheus.Registerer, log *slog.Logger) {
+	if r == nil {
+		return
+	}
+	m.loop.Register(r, log)
+	cs := []prometheus.Collector{m.duration, m.storedBytes, m.pacingWait}
+	if m.inFlight != nil {
+		cs = append(cs, m.inFlight)
+	}
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			log.Warn("could not register a metric; this worker's values are not exported", "error", err)
+		}
+	}
+}
+
+// observe records one handled command.
+func (m *fetchMetrics) observe(out fetch.Outcome) {
+	m.duration.WithLabelValues(out.Kind.String()).Observe(out.Duration.Seconds())
+	if out.Result != nil {
+		m.pacingWait.Observe(out.Result.Paced.Seconds())
+		if out.Kind == fetch.Stored {
+			m.storedBytes.Add(float64(out.Result.Blob.Size))
+		}
+	}
+}

@@ -1,0 +1,55 @@
+// Package consume runs a consumer group on a Redis stream of commands: the
+// mechanics every command loop of the worker shares, whatever its commands
+// do. A loop is built from a Capability (how a frame decodes, how a command
+// is handled, what its outcome means) and a Scheduler (which held commands
+// run when); this package does the rest.
+//
+// # Reading
+//
+// The loop creates its group (MKSTREAM, at Options.StartID; an existing
+// group is fine), reads new entries with XREADGROUP … BLOCK, and reclaims
+// entries idle for Options.ClaimMinIdle with XAUTOCLAIM: the retry path of
+// transient failures as well as crash recovery. Entries trimmed from the
+// stream while pending are logged and acked away. Every command held in
+// memory is kept owned (XCLAIM … JUSTID) well inside ClaimMinIdle, so no
+// other consumer reclaims it while it waits; one found taken is dropped.
+//
+// # Triage
+//
+// Each delivered frame, in stream order: a frame without fields is re-read
+// by id (a synthesized record stands in when it is gone); the capability
+// decodes it, and a refusal (malformed, foreign, an unsupported schema
+// version with its announcing fact) is dead-lettered; a blank command_id is
+// dead-lettered before any handling; a command_id whose dedupe key exists
+// is acked and dropped. The rest is held and given to the Scheduler.
+//
+// # Fates
+//
+// Every handling ends in one fate (docs/streams.md, "Fates"):
+//
+//	Complete      fact (if any), then dedupe key, then ack
+//	Close         terminal fact (a failure to publish is logged), then dead letter
+//	Retry         nothing written; pending until the reclaim, the delivery given back
+//	Unclassified  pending; at Options.MaxDeliveryAttempts deliveries the
+//	              capability's handler_error fact, then the dead letter
+//
+// A crash anywhere may repeat a fact, never announce one whose command was
+// not handled. Completed commands have their facts, dedupe keys and acks
+// written in batches, one pipelined round trip per step, each command's
+// steps still in order. A delivery that ends Retry, or an entry left pending
+// unhandled, has its delivery count given back (XCLAIM RETRYCOUNT), so only
+// failed handlings count toward the ceiling.
+//
+// # Broker trouble
+//
+// Failing reads, claims and writes are the loop's problem, not the
+// message's: a failed cycle backs off from Options.BackoffBase doubling to
+// Options.BackoffMax, and after Options.MaxConsecutiveFailures in a row Run
+// returns ErrBrokerUnavailable so a supervisor restarts the process.
+// Cancelling Run's context stops reading, drops waiting commands (they stay
+// pending) and lets handlings finish for up to Options.DrainTimeout.
+//
+// Every Redis command names one key (the command stream, the facts stream,
+// the dead-letter stream or one dedupe key), so a loop runs against Redis
+// Cluster as well as a single server.
+package consume

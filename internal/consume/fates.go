@@ -1,0 +1,197 @@
+package consume
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/replicator-go/replicator/envelope"
+)
+
+// close gives a handled command its fate. A write that fails leaves the
+// entry pending: it returns through the reclaim, and the cycle counts as
+// failed.
+func (r *run[C, R]) close(h *Held[C], f Fate) {
+	l := r.l
+	if f.Kind == Complete {
+		// Fact, then dedupe key, then ack: a crash in between repeats the
+		// fact, never loses it. Unlike a failure's fact, this one is not
+		// swallowed: no dead letter would stand in for it.
+		r.complete(h, f.Fact)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.writeCtx, fateTimeout)
+	defer cancel()
+	switch f.Kind {
+	case Close:
+		if f.Fact != nil {
+			r.announce(ctx, h.ID, h.CommandID, f.Reason, f.Fact)
+		}
+		if err := r.deadLetter(ctx, h.ID, h.Fields, f.Reason, f.Err, h.Attrs); err != nil {
+			r.fateError(ctx, h, "dlq", err)
+		}
+	case Unclassified:
+		attempts, err := l.b.deliveries(ctx, h.ID)
+		if err != nil {
+			l.o.Metrics.brokerFailure("pending")
+			l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "cannot read the delivery count; leaving the command pending",
+				append(commandAttrs(h), slog.String("error", err.Error()))...)
+			return
+		}
+		if attempts < l.o.MaxDeliveryAttempts {
+			l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "unclassified failure; leaving the command pending for redelivery",
+				append(commandAttrs(h), slog.Int("attempts", attempts), slog.Int("max_delivery_attempts", l.o.MaxDeliveryAttempts))...)
+			return
+		}
+		detail, _, _ := strings.Cut(errString(f.Err), "\n") // the stack stays in the log
+		fact := l.cap.HandlerError(h.Command, attempts, detail, l.clock.now())
+		reason := "handler_error"
+		r.announce(ctx, h.ID, h.CommandID, reason, fact)
+		if err := r.deadLetter(ctx, h.ID, h.Fields, reason, f.Err, h.Attrs); err != nil {
+			r.fateError(ctx, h, "dlq", err)
+		}
+	case Retry:
+		// Nothing is written; the entry returns through the reclaim, and
+		// this delivery does not count toward the ceiling.
+		r.giveBack(ctx, h.ID)
+	}
+}
+
+// fateError records a failed fate write; the current cycle then counts as
+// failed, so a broker refusing writes ends the loop like one refusing reads.
+func (r *run[C, R]) fateError(ctx context.Context, h *Held[C], op string, err error) {
+	r.l.o.Metrics.brokerFailure(op)
+	r.fateFailures.Add(1)
+	r.l.o.Logger.LogAttrs(ctx, slog.LevelError, "could not record a command's fate; it stays pending",
+		append(commandAttrs(h), slog.String("op", op), slog.String("error", err.Error()))...)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// A completed command's fate is three writes in order: its fact, its
+// dedupe key, its ack. Written one command at a time that is three round
+// trips each, and at a high command rate Redis spends most of its time on
+// the network rather than on the commands. So completions that arrive
+// while a batch is being written are written together as the next batch:
+// each step is one pipelined round trip for the whole batch, and a
+// command's dedupe key is still set only once its fact is written, its ack
+// only once its dedupe key is. An idle loop writes a batch of one at once:
+// nothing waits for company.
+
+// completion is one Complete command waiting for its fate.
+type completion[C any] struct {
+	h    *Held[C]
+	fact envelope.Model // nil when there is nothing to announce
+	// lead tells the waiting submitter whether it must write the next
+	// batch (true) or its fate has been written or has failed (false).
+	lead chan bool
+}
+
+// committer batches completions. The first submitter to find it idle
+// writes the queue; when it is done it hands the turn to the oldest
+// submitter still queued, so no handler writes batches for others for
+// longer than one batch.
+type committer[C any] struct {
+	mu      sync.Mutex
+	queue   []*completion[C]
+	writing bool
+}
+
+// complete gives a Complete command its fate, batched with any others
+// completing at the same time. A failed write is logged and counted, and
+// leaves the command pending, as a single write would.
+func (r *run[C, R]) complete(h *Held[C], fact envelope.Model) {
+	c := &completion[C]{h: h, fact: fact, lead: make(chan bool, 1)}
+	cm := &r.commit
+	cm.mu.Lock()
+	cm.queue = append(cm.queue, c)
+	if cm.writing {
+		cm.mu.Unlock()
+		if !<-c.lead {
+			return
+		}
+		cm.mu.Lock()
+	}
+	cm.writing = true
+	batch := cm.queue
+	cm.queue = nil
+	cm.mu.Unlock()
+
+	r.writeFates(batch)
+
+	cm.mu.Lock()
+	var next *completion[C]
+	if len(cm.queue) > 0 {
+		next = cm.queue[0]
+	} else {
+		cm.writing = false
+	}
+	cm.mu.Unlock()
+	for _, b := range batch {
+		if b != c {
+			b.lead <- false
+		}
+	}
+	if next != nil {
+		next.lead <- true
+	}
+}
+
+// writeFates writes a batch's facts, then the dedupe keys of those whose
+// fact was written, then acks those whose key was set.
+func (r *run[C, R]) writeFates(batch []*completion[C]) {
+	l := r.l
+	ctx, cancel := context.WithTimeout(r.writeCtx, fateTimeout)
+	defer cancel()
+
+	pending := make([]*completion[C], 0, len(batch))
+	var (
+		facts  []envelope.Model
+		owners []*completion[C]
+	)
+	for _, c := range batch {
+		if c.fact == nil {
+			pending = append(pending, c)
+			continue
+		}
+		facts = append(facts, c.fact)
+		owners = append(owners, c)
+	}
+	for i, err := range l.b.publishAll(ctx, facts) {
+		if err != nil {
+			r.fateError(ctx, owners[i].h, "publish", err)
+			continue
+		}
+		pending = append(pending, owners[i])
+	}
+
+	cmdIDs := make([]string, len(pending))
+	entryIDs := make([]string, len(pending))
+	for i, c := range pending {
+		cmdIDs[i], entryIDs[i] = c.h.CommandID, c.h.ID
+	}
+	ids := make([]string, 0, len(pending))
+	remembered := make([]*completion[C], 0, len(pending))
+	for i, err := range l.b.rememberAll(ctx, cmdIDs, entryIDs) {
+		if err != nil {
+			r.fateError(ctx, pending[i].h, "dedupe", err)
+			continue
+		}
+		ids = append(ids, pending[i].h.ID)
+		remembered = append(remembered, pending[i])
+	}
+	if len(ids) == 0 {
+		return
+	}
+	if err := l.b.ack(ctx, ids...); err != nil {
+		for _, c := range remembered {
+			r.fateError(ctx, c.h, "ack", err)
+		}
+	}
+}

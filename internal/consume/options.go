@@ -1,0 +1,144 @@
+package consume
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Defaults for Options fields left zero: the reference's settings
+// (REPLICATOR_READ_BLOCK_MS, REPLICATOR_CLAIM_MIN_IDLE_MS, … in the README's
+// Configuration).
+const (
+	DefaultStartID                = "$"
+	DefaultReadBlock              = 5 * time.Second
+	DefaultClaimMinIdle           = 60 * time.Second
+	DefaultMaxDeliveryAttempts    = 5
+	DefaultBackoffBase            = time.Second
+	DefaultBackoffMax             = 30 * time.Second
+	DefaultMaxConsecutiveFailures = 20
+	DefaultDedupeTTL              = 24 * time.Hour
+	// DefaultDrainTimeout bounds the drain when a loop is given none.
+	DefaultDrainTimeout = 2 * time.Minute
+	// DefaultMaxHeld bounds the commands in memory when a loop is given
+	// no bound.
+	DefaultMaxHeld = 256
+)
+
+// fateTimeout bounds the writes that give one command its fate.
+const fateTimeout = 10 * time.Second
+
+// DefaultConsumer returns the default consumer name, "replicator@<hostname>".
+func DefaultConsumer() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return "replicator@" + host
+}
+
+// Options configures a Loop. Stream, Group, FactsStream, DLQStream and
+// DedupePrefix name the capability's keys and are required; for every
+// other field zero means the documented default.
+type Options struct {
+	// Stream is the command stream.
+	Stream string
+	// Group is the consumer group.
+	Group string
+	// Consumer names this worker in the group; unique per running worker.
+	// Default DefaultConsumer().
+	Consumer string
+	// StartID is where a newly created group starts reading. Default "$".
+	StartID string
+	// FactsStream receives the facts.
+	FactsStream string
+	// DLQStream receives dead letters.
+	DLQStream string
+	// DedupePrefix prefixes each command_id's dedupe key.
+	DedupePrefix string
+	// ReadBlock is how long one XREADGROUP blocks. Default 5 s.
+	ReadBlock time.Duration
+	// ClaimMinIdle is how long an entry must be idle before XAUTOCLAIM
+	// takes it. Held commands are kept fresh at a third of it. Default
+	// 60 s.
+	ClaimMinIdle time.Duration
+	// MaxDeliveryAttempts is the delivery count at which an Unclassified
+	// failure is closed with the handler_error fact. Default 5.
+	MaxDeliveryAttempts int
+	// BackoffBase and BackoffMax bound the back-off between failed
+	// cycles: BackoffBase doubling up to BackoffMax. Defaults 1 s and 30 s.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// MaxConsecutiveFailures is how many failed cycles in a row make Run
+	// return ErrBrokerUnavailable. Default 20.
+	MaxConsecutiveFailures int
+	// DedupeTTL is how long a handled command_id is remembered, rounded up
+	// to whole seconds. Default 24 h.
+	DedupeTTL time.Duration
+	// MaxHeld bounds the commands held in memory (waiting, handled or
+	// being closed). Default DefaultMaxHeld.
+	MaxHeld int
+	// DrainTimeout is how long handlings may run at shutdown before their
+	// context is cancelled (they stay pending). Default
+	// DefaultDrainTimeout.
+	DrainTimeout time.Duration
+	// Logger receives the loop's lines. Nil means slog.Default().
+	Logger *slog.Logger
+	// Metrics counts what the loop does. Nil means no metrics.
+	Metrics *Metrics
+}
+
+// clock is the package's one seam for time; tests replace it.
+type clock struct {
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+var wallClock = clock{now: time.Now, sleep: sleep}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// withDefaults fills in every zero field.
+func (o Options) withDefaults() Options {
+	o.Consumer = orString(o.Consumer, DefaultConsumer())
+	o.StartID = orString(o.StartID, DefaultStartID)
+	o.ReadBlock = orPositive(o.ReadBlock, DefaultReadBlock)
+	o.ClaimMinIdle = orPositive(o.ClaimMinIdle, DefaultClaimMinIdle)
+	o.BackoffBase = orPositive(o.BackoffBase, DefaultBackoffBase)
+	o.BackoffMax = max(orPositive(o.BackoffMax, DefaultBackoffMax), o.BackoffBase)
+	o.DedupeTTL = orPositive(o.DedupeTTL, DefaultDedupeTTL)
+	o.MaxDeliveryAttempts = orPositive(o.MaxDeliveryAttempts, DefaultMaxDeliveryAttempts)
+	o.MaxConsecutiveFailures = orPositive(o.MaxConsecutiveFailures, DefaultMaxConsecutiveFailures)
+	o.MaxHeld = orPositive(o.MaxHeld, DefaultMaxHeld)
+	o.DrainTimeout = orPositive(o.DrainTimeout, DefaultDrainTimeout)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func orString(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// orPositive reads a field where zero (or a negative value, which means
+// nothing here) is the default.
+func orPositive[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}

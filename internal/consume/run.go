@@ -1,0 +1,322 @@
+package consume
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// run is the state of one call to Loop.Run: what it holds, its handler
+// goroutines, its reclaim cursor and its batched fates.
+type run[C, R any] struct {
+	l *Loop[C, R]
+
+	// handleCtx is the handlers' context, cancelled at the drain timeout
+	// or when the broker gives up; writeCtx outlives Run's context so
+	// fates are still written while draining.
+	handleCtx     context.Context
+	cancelHandles context.CancelFunc
+	writeCtx      context.Context
+	wg            sync.WaitGroup // handler goroutines
+
+	// Only the loop's goroutine touches these.
+	claimCursor string
+	nextReclaim time.Time
+
+	// fateFailures counts failed fate writes since the last cycle; a cycle
+	// with any counts as failed.
+	fateFailures atomic.Int64
+
+	// commit batches the fate writes of completed commands.
+	commit committer[C]
+
+	// capacity is signalled whenever a held command is released.
+	capacity chan struct{}
+
+	mu        sync.Mutex
+	held      map[string]*Held[C] // by entry id
+	byCommand map[string]*Held[C] // by command_id
+	stopping  bool
+	timer     *time.Timer // wakes the Scheduler at its Wake time
+	timerAt   time.Time   // when timer fires; zero when it is not armed
+}
+
+func newRun[C, R any](l *Loop[C, R], base context.Context) *run[C, R] {
+	r := &run[C, R]{
+		l:           l,
+		writeCtx:    base,
+		claimCursor: "0-0",
+		capacity:    make(chan struct{}, 1),
+		held:        make(map[string]*Held[C]),
+		byCommand:   make(map[string]*Held[C]),
+	}
+	r.handleCtx, r.cancelHandles = context.WithCancel(base)
+	return r
+}
+
+// run is Loop.Run's body.
+func (r *run[C, R]) run(ctx context.Context) error {
+	l := r.l
+	defer r.cancelHandles()
+	refreshCtx, stopRefresh := context.WithCancel(r.writeCtx)
+	var bg sync.WaitGroup
+	bg.Go(func() { r.refreshLoop(refreshCtx) })
+
+	l.o.Logger.InfoContext(ctx, "consume loop starting", "stream", l.o.Stream, "group", l.o.Group,
+		"consumer", l.o.Consumer, "max_held", l.o.MaxHeld)
+	err := r.loop(ctx)
+
+	dropped := r.beginStop()
+	if err != nil {
+		r.cancelHandles()
+	}
+	r.drain()
+	stopRefresh()
+	bg.Wait()
+	l.o.Logger.InfoContext(r.writeCtx, "consume loop stopped", "stream", l.o.Stream, "consumer", l.o.Consumer, "left_pending", dropped)
+	return err
+}
+
+// room is how many entries a read or a reclaim may bring in: the free
+// places, or, when full, as many as the Scheduler could evict.
+func (r *run[C, R]) room() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if free := r.l.o.MaxHeld - len(r.held); free > 0 {
+		return free
+	}
+	return r.l.sched.Evictable()
+}
+
+// hold takes a triaged command into memory and starts what may start. It
+// returns false when the command is not held: the same command_id is
+// already held, the Scheduler refused it, the loop is full, or it is
+// stopping. The entry then stays pending and returns through the reclaim.
+// evicted names a held command that gave up its place, left pending the
+// same way.
+func (r *run[C, R]) hold(h *Held[C]) (held bool, why string, evicted *Held[C]) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopping {
+		return false, "stopping", nil
+	}
+	if _, dup := r.byCommand[h.CommandID]; dup {
+		// Handled one at a time, as the reference would: once the first
+		// closes, the dedupe key decides the second.
+		return false, "same command_id already held", nil
+	}
+	now := r.l.clock.now()
+	ok, why, evicted := r.l.sched.Admit(h, len(r.held) >= r.l.o.MaxHeld, now)
+	if evicted != nil {
+		r.forgetLocked(evicted)
+	}
+	if !ok {
+		return false, why, evicted
+	}
+	h.state = waiting
+	r.held[h.ID] = h
+	r.byCommand[h.CommandID] = h
+	r.startLocked(now)
+	return true, "", evicted
+}
+
+// startLocked starts every command the Scheduler lets start now, and arms
+// the wake-up for the next.
+func (r *run[C, R]) startLocked(now time.Time) {
+	if r.stopping {
+		return
+	}
+	for _, h := range r.l.sched.Start(now) {
+		h.state = active
+		r.wg.Add(1)
+		go r.handle(h)
+	}
+	at := r.l.sched.Wake()
+	if at.IsZero() || (!r.timerAt.IsZero() && !r.timerAt.After(at)) {
+		return // nothing to wake for, or armed no later already
+	}
+	if r.timer == nil {
+		r.timer = time.AfterFunc(at.Sub(now), r.wake)
+	} else {
+		r.timer.Reset(at.Sub(now))
+	}
+	r.timerAt = at
+}
+
+// wake runs when the Scheduler's Wake time arrives.
+func (r *run[C, R]) wake() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.timerAt = time.Time{}
+	r.startLocked(r.l.clock.now())
+}
+
+// handle runs one command through the Capability and gives it its fate.
+func (r *run[C, R]) handle(h *Held[C]) {
+	defer r.wg.Done()
+	l := r.l
+	l.o.Metrics.handling(1)
+	res, fate := r.safeHandle(h)
+	l.o.Metrics.handling(-1)
+
+	r.mu.Lock()
+	h.state = closing
+	requeue := !r.stopping && !h.lost
+	if l.sched.Done(h, res, requeue, l.clock.now()) {
+		h.state = waiting
+		r.startLocked(l.clock.now())
+		r.mu.Unlock()
+		return
+	}
+	r.startLocked(l.clock.now())
+	lost := h.lost
+	r.mu.Unlock()
+	if lost {
+		// Another consumer owns it now and writes its fate.
+		r.release(h)
+		return
+	}
+	l.cap.Observe(h, res)
+	l.o.Metrics.count(fate.Outcome, fate.Reason, 1)
+	r.close(h, fate)
+	r.release(h)
+}
+
+// safeHandle calls the Capability, turning a panic into an Unclassified
+// fate.
+func (r *run[C, R]) safeHandle(h *Held[C]) (res R, fate Fate) {
+	defer func() {
+		if p := recover(); p != nil {
+			var zero R
+			res, fate = zero, Fate{Kind: Unclassified, Outcome: "unclassified",
+				Err: fmt.Errorf("consume: handler panic: %v\n%s", p, debug.Stack())}
+		}
+	}()
+	res = r.l.cap.Handle(r.handleCtx, h.Command)
+	return res, r.l.cap.Fate(res)
+}
+
+// forgetLocked drops h from the indexes, unless a later delivery of the
+// same entry or command has replaced it.
+func (r *run[C, R]) forgetLocked(h *Held[C]) {
+	if r.held[h.ID] == h {
+		delete(r.held, h.ID)
+	}
+	if r.byCommand[h.CommandID] == h {
+		delete(r.byCommand, h.CommandID)
+	}
+}
+
+// release forgets a command that has its fate (or is left pending).
+func (r *run[C, R]) release(h *Held[C]) {
+	r.mu.Lock()
+	r.forgetLocked(h)
+	r.mu.Unlock()
+	r.signal()
+}
+
+func (r *run[C, R]) signal() {
+	select {
+	case r.capacity <- struct{}{}:
+	default:
+	}
+}
+
+// lose drops held commands this consumer no longer owns. Waiting ones go at
+// once; one inside the handler is dropped when it returns, its fate
+// unwritten (the new owner writes it). It returns the ids dropped; those
+// already writing their fate are left alone.
+func (r *run[C, R]) lose(ids []string) []string {
+	r.mu.Lock()
+	var dropped []string
+	for _, id := range ids {
+		h := r.held[id]
+		if h == nil || h.lost {
+			continue
+		}
+		h.lost = true
+		switch h.state {
+		case waiting:
+			r.l.sched.Remove(h)
+			r.forgetLocked(h)
+			dropped = append(dropped, id)
+		case active:
+			dropped = append(dropped, id)
+		}
+	}
+	if len(dropped) > 0 {
+		r.startLocked(r.l.clock.now())
+	}
+	r.mu.Unlock()
+	if len(dropped) > 0 {
+		r.signal()
+	}
+	return dropped
+}
+
+// heldIDs returns the ids whose ownership must be kept fresh.
+func (r *run[C, R]) heldIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.held))
+	for id, h := range r.held {
+		if !h.lost {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+func (r *run[C, R]) isHeld(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.held[id]
+	return ok
+}
+
+// counts returns the commands held in memory and how many of them are
+// parked.
+func (r *run[C, R]) counts() (held, parked int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.held), r.l.sched.Parked()
+}
+
+// beginStop stops scheduling: waiting commands are dropped from memory
+// (they stay pending) and no handler starts again. It returns how many were
+// dropped.
+func (r *run[C, R]) beginStop() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopping = true
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timerAt = time.Time{}
+	}
+	dropped := r.l.sched.Drain()
+	for _, h := range dropped {
+		r.forgetLocked(h)
+	}
+	return len(dropped)
+}
+
+// drain waits for handler goroutines, cancelling their context after
+// DrainTimeout.
+func (r *run[C, R]) drain() {
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	t := time.NewTimer(r.l.o.DrainTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	r.l.o.Logger.Warn("handlings outlived the drain timeout; cancelling them (they stay pending)",
+		"stream", r.l.o.Stream, "drain_timeout_ms", r.l.o.DrainTimeout.Milliseconds())
+	r.cancelHandles()
+	<-done
+}

@@ -1,0 +1,206 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+
+	"github.com/replicator-go/replicator/envelope"
+)
+
+// accept triages a batch of delivered entries in stream order: frames that
+// cannot be commands are dead-lettered, already-handled commands acked, and
+// the rest taken into memory. Entries already held are skipped. The first
+// broker failure ends the batch; what was not triaged stays pending and
+// returns through the reclaim.
+func (r *run[C, R]) accept(ctx context.Context, entries []Entry) error {
+	l := r.l
+	cands := make([]*Held[C], 0, len(entries))
+	for _, e := range entries {
+		if r.isHeld(e.ID) {
+			continue
+		}
+		h, err := r.triage(ctx, e)
+		if err != nil {
+			return err
+		}
+		if h != nil {
+			cands = append(cands, h)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	ids := make([]string, len(cands))
+	for i, h := range cands {
+		ids[i] = h.CommandID
+	}
+	seen, errs := l.b.seen(ctx, ids)
+	var (
+		dups      []string
+		unhandled []string // left pending without being handled
+		firstErr  error
+	)
+	for i, h := range cands {
+		if errs[i] != nil {
+			if firstErr == nil {
+				l.o.Metrics.brokerFailure("dedupe")
+				firstErr = errs[i]
+			}
+			continue
+		}
+		if seen[i] {
+			dups = append(dups, h.ID)
+			l.o.Metrics.count("duplicate", "", 1)
+			l.o.Logger.LogAttrs(ctx, slog.LevelInfo, "skipped an already-handled command",
+				append(commandAttrs(h), slog.String("outcome", "duplicate"))...)
+			continue
+		}
+		ok, why, evicted := r.hold(h)
+		if !ok {
+			l.o.Metrics.count("deferred", "", 1)
+			l.o.Logger.LogAttrs(ctx, slog.LevelDebug, "left a command pending",
+				append(commandAttrs(h), slog.String("why", why))...)
+			unhandled = append(unhandled, h.ID)
+		}
+		if evicted != nil {
+			l.o.Metrics.count("deferred", "", 1)
+			l.o.Logger.LogAttrs(ctx, slog.LevelDebug, "left a held command pending to make room for another",
+				commandAttrs(evicted)...)
+			unhandled = append(unhandled, evicted.ID)
+		}
+	}
+	r.giveBack(ctx, unhandled...)
+	if len(dups) > 0 {
+		if err := l.b.ack(ctx, dups...); err != nil && firstErr == nil {
+			l.o.Metrics.brokerFailure("ack")
+			firstErr = err
+		}
+	}
+	if firstErr == nil {
+		l.markOK()
+	}
+	return firstErr
+}
+
+// commandAttrs names a held command in a log line.
+func commandAttrs[C any](h *Held[C]) []slog.Attr {
+	attrs := make([]slog.Attr, 0, len(h.Attrs)+2)
+	attrs = append(attrs, slog.String("message_id", h.ID))
+	return append(attrs, h.Attrs...)
+}
+
+// triage applies the checks that come before any handling: a frame that the
+// Capability refuses, or whose command_id is blank, is dead-lettered here
+// and triage returns nil. An error is a broker failure.
+func (r *run[C, R]) triage(ctx context.Context, e Entry) (*Held[C], error) {
+	if len(e.Fields) == 0 {
+		return nil, r.deadLetterEmpty(ctx, e.ID)
+	}
+	byName := make(map[string]string, len(e.Fields))
+	for _, f := range e.Fields {
+		byName[f.Name] = f.Value
+	}
+	d := r.l.cap.Decode(byName)
+	switch {
+	case d.Refusal != "":
+		if d.Fact != nil {
+			r.announce(ctx, e.ID, d.CommandID, d.Refusal, d.Fact)
+		}
+		return nil, r.refuse(ctx, e, d.Refusal, d.Err, d.Attrs)
+	case strings.TrimSpace(d.CommandID) == "":
+		// Refused before it could take the empty dedupe key and silence
+		// every later blank command.
+		return nil, r.refuse(ctx, e, envelope.DLQBlankCommandID, errors.New("command_id is blank"), d.Attrs)
+	}
+	return &Held[C]{Entry: e, Command: d.Command, CommandID: d.CommandID, Key: d.Key, Attrs: d.Attrs}, nil
+}
+
+// deadLetterEmpty dead-letters an entry delivered without fields: the frame
+// is re-read by id, and if it is gone a synthesized record carries the id,
+// so the entry can never stick in the pending list.
+func (r *run[C, R]) deadLetterEmpty(ctx context.Context, id string) error {
+	fields, ok, err := r.l.b.entry(ctx, id)
+	if err != nil {
+		r.l.o.Metrics.brokerFailure("dlq")
+		return err
+	}
+	if !ok {
+		fields = []Field{
+			{Name: "error", Value: "entry delivered without fields and no longer in the stream"},
+			{Name: "original_message_id", Value: id},
+			{Name: "original_topic", Value: r.l.o.Stream},
+		}
+	}
+	return r.refuse(ctx, Entry{ID: id, Fields: fields}, envelope.DLQMalformedFrame,
+		errors.New("entry delivered without fields"), nil)
+}
+
+// refuse dead-letters a frame refused before any handling.
+func (r *run[C, R]) refuse(ctx context.Context, e Entry, reason string, cause error, attrs []slog.Attr) error {
+	if err := r.deadLetter(ctx, e.ID, e.Fields, reason, cause, attrs); err != nil {
+		return err
+	}
+	r.l.o.Metrics.count("refused", reason, 1)
+	return nil
+}
+
+// deadLetter copies a frame to the dead-letter stream with its reason, then
+// acks the original. attrs name the command in the log, when known.
+func (r *run[C, R]) deadLetter(ctx context.Context, id string, fields []Field, reason string, cause error, attrs []slog.Attr) error {
+	l := r.l
+	if err := l.b.deadLetter(ctx, id, fields, reason); err != nil {
+		l.o.Metrics.brokerFailure("dlq")
+		return err
+	}
+	l.o.Metrics.deadLettered(reason)
+	if err := l.b.ack(ctx, id); err != nil {
+		l.o.Metrics.brokerFailure("ack")
+		return err
+	}
+	line := make([]slog.Attr, 0, len(attrs)+4)
+	line = append(line, slog.String("message_id", id), slog.String("stream", l.o.Stream), slog.String("reason", reason))
+	line = append(line, attrs...)
+	if cause != nil {
+		line = append(line, slog.String("error", cause.Error()))
+	}
+	l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "dead-lettered a frame", line...)
+	return nil
+}
+
+// announce publishes the fact that closes a command about to be
+// dead-lettered. A failure is logged and swallowed: the dead letter is the
+// durable record, and the issuer's reaper the backstop for the fact.
+func (r *run[C, R]) announce(ctx context.Context, id, commandID, reason string, fact envelope.Model) {
+	l := r.l
+	if strings.TrimSpace(commandID) == "" {
+		l.o.Logger.WarnContext(ctx, "cannot announce this failure: the command carries no command_id",
+			"message_id", id, "reason", reason)
+		return
+	}
+	if err := l.b.publish(ctx, fact); err != nil {
+		l.o.Metrics.brokerFailure("publish")
+		l.o.Logger.ErrorContext(ctx, "could not publish the failure fact; dead-lettering anyway", "message_id", id,
+			"command_id", commandID, "reason", reason, "error", err)
+	}
+}
+
+// giveBack undoes the delivery of entries that came back from a handling
+// that did not fail on them: a Retry fate, or an entry left pending without
+// being handled (its key's backlog or the loop was full). The ceiling is on
+// times-delivered (XPENDING), which every read and reclaim raises; without
+// this a command retried through a long outage, or deferred behind a
+// backlog, would be dead-lettered on its first real failure (transient
+// failures never count toward the ceiling). A failure costs only an extra
+// count, so it is logged, not fatal.
+func (r *run[C, R]) giveBack(ctx context.Context, ids ...string) {
+	if len(ids) == 0 {
+		return
+	}
+	if err := r.l.b.giveBack(ctx, ids); err != nil {
+		r.l.o.Metrics.brokerFailure("give_back")
+		r.l.o.Logger.WarnContext(ctx, "could not give back deliveries; they count toward the ceiling",
+			"stream", r.l.o.Stream, "count", len(ids), "error", err)
+	}
+}
