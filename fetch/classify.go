@@ -34,6 +34,7 @@ type Class struct {
 // Classify is the one classification of failures, shared by the Handler
 // (the outcome of a command), the worker (its fate) and Get (its retries):
 //
+//	ErrURLRefused (a CheckURL hook)           Permanent  destination_refused
 //	ErrNotFetchable, guard.ErrInvalidHost     Permanent  not_fetchable
 //	guard.ErrInvalidOptions                   Permanent  invalid_request_options
 //	guard.ErrRefused                          Permanent  destination_refused
@@ -53,6 +54,10 @@ type Class struct {
 func Classify(err error) Class {
 	var status *StatusError
 	switch {
+	case errors.Is(err, ErrURLRefused):
+		// First: the hook's own error, also wrapped, may name any sentinel,
+		// and a refusal stays a refusal whatever it says.
+		return Class{Kind: Permanent, Reason: envelope.ReasonDestinationRefused}
 	case errors.Is(err, ErrNotFetchable), errors.Is(err, guard.ErrInvalidHost):
 		// A host with no ASCII form can never be dialed: the URL is as
 		// unusable as one that does not parse.

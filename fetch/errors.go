@@ -11,6 +11,10 @@ import (
 // errors.Is. Errors from the guard (guard.ErrRefused, guard.ErrResolve) and
 // the sink (sink.ErrTooLarge) pass through wrapped as well.
 var (
+	// ErrURLRefused means a CheckURL hook (Options.CheckURL,
+	// Request.CheckURL or GetOptions.CheckURL) refused a hop; nothing was
+	// sent to it. The hook's error is wrapped too.
+	ErrURLRefused = errors.New("fetch: url refused")
 	// ErrNotFetchable means a URL (the command's or a redirect target) is
 	// not an http or https URL with a host, or the redirect limit was
 	// exceeded.

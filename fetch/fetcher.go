@@ -66,6 +66,14 @@ type Options struct {
 	TLSConfig *tls.Config
 	// Logger receives debug lines about hops. Nil means slog.Default().
 	Logger *slog.Logger
+	// CheckURL, when set, judges every hop of every fetch, the Handler's
+	// included, before anything else happens to it (no lookup, no pacing,
+	// no request): the URL asked for and each redirect target. An error
+	// refuses the hop and fails the fetch with ErrURLRefused wrapping it
+	// (a command's Permanent destination_refused). A request's own
+	// CheckURL runs after it; both must pass. Nil means no check beyond
+	// the guard. It must be safe for concurrent use.
+	CheckURL func(ctx context.Context, u *url.URL) error
 }
 
 // Fetcher performs guarded, paced HTTP GETs, follows redirects itself and
@@ -83,6 +91,7 @@ type Fetcher struct {
 	maxRedirects int
 	userAgent    string
 	log          *slog.Logger
+	checkURL     func(context.Context, *url.URL) error
 	transport    *http.Transport
 	clock        clock
 }
@@ -101,6 +110,7 @@ func New(opts Options) *Fetcher {
 		maxRedirects: opts.MaxRedirects,
 		userAgent:    opts.UserAgent,
 		log:          opts.Logger,
+		checkURL:     opts.CheckURL,
 		clock:        wallClock,
 	}
 	if f.guard == nil {
@@ -168,6 +178,9 @@ type Request struct {
 	// failing with ErrDeadline. It can only shorten the fetcher's
 	// MaxFetchTime; zero means the fetcher's.
 	MaxFetchTime time.Duration
+	// CheckURL judges every hop of this fetch as Options.CheckURL does,
+	// after the fetcher's own; both must pass. Nil means none.
+	CheckURL func(ctx context.Context, u *url.URL) error
 }
 
 // Result describes the final response of a fetch.
@@ -194,7 +207,8 @@ func (r *Result) NotModified() bool { return r != nil && r.StatusCode == http.St
 
 // Fetch GETs req.URL, following up to MaxRedirects redirects, and streams a
 // 2xx body into dst. For each hop, in this order: the URL must be http(s)
-// with a host (ErrNotFetchable); the guard judges the destination
+// with a host (ErrNotFetchable); the fetcher's CheckURL, then the
+// request's, judge it (ErrURLRefused); the guard judges the destination
 // (guard.ErrRefused); before the first request only, a sink over its
 // ceiling refuses the fetch (ErrStorageFull); the hop waits for its host's
 // politeness window (ErrParked, ErrStopping); then the request goes out.
@@ -223,6 +237,9 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 
 	res := &Result{}
 	for hop := 0; ; hop++ {
+		if err := f.checkHop(ctx, fetchCtx, req.CheckURL, current); err != nil {
+			return nil, err
+		}
 		if err := f.guard.CheckURL(fetchCtx, current); err != nil {
 			return nil, f.ioError(ctx, fetchCtx, nil, current, err)
 		}

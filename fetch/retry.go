@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -70,6 +71,14 @@ type GetOptions struct {
 	// Sink stores the body. Nil means a fresh in-memory sink for this Get,
 	// which lives as long as the returned Document.
 	Sink sink.Sink
+	// CheckURL, when set, is called before every request of every attempt:
+	// the URL asked for and each redirect target, after the fetcher's
+	// Options.CheckURL (both must pass). Its error refuses the hop before
+	// anything reaches it (no lookup, no pacing, no connection) and fails
+	// Get at once, never retried, with an error wrapping both
+	// ErrURLRefused and the hook's error. The hook sees a copy of the URL
+	// and the attempt's context. Nil means no check beyond the guard.
+	CheckURL func(ctx context.Context, u *url.URL) error
 }
 
 // Get fetches url as a library caller wants it: with retries, an optional
@@ -109,7 +118,7 @@ func (f *Fetcher) Get(ctx context.Context, url string, opts GetOptions) (*Docume
 		dst = memory.New(memory.Options{})
 	}
 
-	req := Request{URL: url, Headers: headers, MaxFetchTime: timeout}
+	req := Request{URL: url, Headers: headers, MaxFetchTime: timeout, CheckURL: opts.CheckURL}
 	var cached *Document
 	if opts.Cache != nil {
 		if d, ok := opts.Cache.Load(url); ok && d != nil {

@@ -1,0 +1,282 @@
+package fetch
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/replicator-go/replicator/envelope"
+)
+
+// Defaults for FeedOptions fields left zero.
+const (
+	DefaultMaxPageBytes      = 1 << 20
+	DefaultMaxFeedCandidates = 3
+)
+
+// defaultFeedPreference is the order of DefaultAccept, then the kinds it
+// does not name.
+var defaultFeedPreference = []DocumentKind{KindAtom, KindRSS, KindJSONFeed, KindRDF, KindNWF}
+
+// Errors of feed discovery.
+var (
+	// ErrNoFeed means the page is HTML and advertises no feed link of a
+	// kind FeedOptions.Prefer lists (within its first MaxPageBytes).
+	ErrNoFeed = errors.New("fetch: no feed link on the page")
+	// ErrNotAFeed means a feed link led to a document that is not a feed
+	// (DetectKind says html).
+	ErrNotAFeed = errors.New("fetch: not a feed")
+)
+
+// FeedOptions configures feed discovery in Fetcher.GetFeed. The zero value
+// means the defaults documented on each field.
+type FeedOptions struct {
+	// Prefer is the order in which feed links are tried, by the kind their
+	// type names; links of the same kind keep the page's order, and links
+	// of kinds not listed are ignored. Nil or empty means atom, rss,
+	// jsonfeed, rdf, nwf: DefaultAccept's order, then the kinds it does
+	// not name.
+	Prefer []DocumentKind
+	// MaxPageBytes is how much of the page is read for links: links past
+	// it are not seen. Zero (or less) means DefaultMaxPageBytes (1 MiB).
+	MaxPageBytes int64
+	// MaxCandidates is how many feed links are fetched, at most, before
+	// discovery gives up. Zero (or less) means DefaultMaxFeedCandidates
+	// (3).
+	MaxCandidates int
+}
+
+// Feed is a feed found by Fetcher.GetFeed.
+type Feed struct {
+	// Document is the feed; its Kind is never KindHTML.
+	Document *Document
+	// PageURL is the final URL of the page the feed was found on, after
+	// redirects; "" when the URL given to GetFeed was itself a feed.
+	PageURL string
+	// Link is the page's link that led to the feed; zero when PageURL is
+	// "".
+	Link FeedLink
+	// Alternates are the page's other feed links of a preferred kind, in
+	// preference order: those that failed and those not tried.
+	Alternates []FeedLink
+}
+
+// FeedError reports that a page advertised feed links but none of those
+// tried gave a feed. errors.Is and errors.As see each link's error.
+type FeedError struct {
+	// PageURL is the redacted final URL of the page.
+	PageURL string
+	// Links are the links tried, in order, each with its error.
+	Links []*LinkError
+}
+
+// Error names the page, then each link tried and its error.
+func (e *FeedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "fetch: no feed at the %d links tried from %s", len(e.Links), e.PageURL)
+	for i, l := range e.Links {
+		sep := "; "
+		if i == 0 {
+			sep = ": "
+		}
+		b.WriteString(sep + l.URL + ": " + l.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns each link's *LinkError.
+func (e *FeedError) Unwrap() []error {
+	errs := make([]error, len(e.Links))
+	for i, l := range e.Links {
+		errs[i] = l
+	}
+	return errs
+}
+
+// LinkError is why one feed link gave no feed.
+type LinkError struct {
+	// URL is the link's URL, its userinfo redacted.
+	URL string
+	// Err is the link's Get error, or ErrNotAFeed wrapped with detail.
+	Err error
+}
+
+// Error names the link and its error.
+func (e *LinkError) Error() string { return "fetch: feed link " + e.URL + ": " + e.Err.Error() }
+
+// Unwrap returns the link's error.
+func (e *LinkError) Unwrap() error { return e.Err }
+
+// GetFeed finds and fetches the feed a page advertises. The page is
+// fetched with Get and opts; when it is already a feed (any Kind but html)
+// it is returned as the Feed's Document. Otherwise its first
+// feed.MaxPageBytes are read for <link rel="alternate"> elements whose
+// type names a feed kind (see FeedLink; at most MaxFeedLinks are kept),
+// resolved against the page's final URL and its first <base href>. The
+// links are tried in feed.Prefer's order, each with Get and opts, up to
+// feed.MaxCandidates of them: the first whose document is a feed is
+// returned, and a link that fails or gives no feed falls back to the next.
+//
+// Every fetch is a full Get: retries, the cache, the sink, the guard,
+// pacing and opts.CheckURL apply to the page and to each link. The
+// credentials among opts.Headers (authorization, proxy-authorization,
+// cookie) go to a link only when the page URL asked for, the page's final
+// URL and the link share one origin: a page cannot hand them to another
+// origin, by its links or by redirecting first. Other headers go to every
+// link.
+//
+// The page is stored like any document, up to the fetcher's MaxBodyBytes,
+// in opts.Sink (it may turn out to be the feed); only its first
+// MaxPageBytes are parsed, as they stream from the sink.
+//
+// A page that cannot be fetched returns Get's error. A page with no feed
+// link returns an error wrapping ErrNoFeed. When every link tried fails,
+// the error is a *FeedError naming each link and its error. Cancelling ctx
+// ends discovery with ctx.Err().
+func (f *Fetcher) GetFeed(ctx context.Context, pageURL string, opts GetOptions, feed FeedOptions) (*Feed, error) {
+	page, err := f.Get(ctx, pageURL, opts)
+	if err != nil {
+		return nil, err
+	}
+	if page.Kind != KindHTML {
+		return &Feed{Document: page}, nil
+	}
+	// Both parsed already: Get fetched the one and reached the other.
+	asked, err := url.Parse(pageURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s does not parse", ErrNotFetchable, envelope.RedactURL(pageURL))
+	}
+	final, err := url.Parse(page.URL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s does not parse", ErrNotFetchable, envelope.RedactURL(page.URL))
+	}
+	links, err := pageLinks(ctx, page, final, positiveOr(feed.MaxPageBytes, DefaultMaxPageBytes))
+	if err != nil {
+		return nil, err
+	}
+	prefer := feed.Prefer
+	if len(prefer) == 0 {
+		prefer = defaultFeedPreference
+	}
+	candidates := byPreference(links, prefer)
+	if len(candidates) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNoFeed, shown(final))
+	}
+
+	credentialed := originOf(asked) == originOf(final)
+	anonymous := withoutCredentials(opts.Headers)
+	failed := &FeedError{PageURL: shown(final)}
+	tries := min(len(candidates), positiveOr(feed.MaxCandidates, DefaultMaxFeedCandidates))
+	for i, link := range candidates[:tries] {
+		u, _ := url.Parse(link.URL) // made by feedLinks from a parsed URL
+		linkOpts := opts
+		if !credentialed || originOf(u) != originOf(asked) {
+			linkOpts.Headers = anonymous
+		}
+		doc, err := f.Get(ctx, link.URL, linkOpts)
+		if err == nil && doc.Kind == KindHTML {
+			err = fmt.Errorf("%w: %s is html", ErrNotAFeed, envelope.RedactURL(doc.URL))
+		}
+		if err == nil {
+			return &Feed{
+				Document:   doc,
+				PageURL:    page.URL,
+				Link:       link,
+				Alternates: others(candidates, i),
+			}, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, ErrStopping) {
+			return nil, err
+		}
+		failed.Links = append(failed.Links, &LinkError{URL: shown(u), Err: err})
+	}
+	return nil, failed
+}
+
+// pageLinks reads the feed links from the first limit bytes of a page's
+// stored body.
+func pageLinks(ctx context.Context, page *Document, final *url.URL, limit int64) ([]FeedLink, error) {
+	body, err := page.Open(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: reading the page %s back: %w", shown(final), err)
+	}
+	defer body.Close()
+	r := &readErr{r: io.LimitReader(body, limit)}
+	links := feedLinks(r, final)
+	if r.err != nil {
+		return nil, fmt.Errorf("fetch: reading the page %s back: %w", shown(final), r.err)
+	}
+	return links, nil
+}
+
+// readErr remembers the first error other than io.EOF, which the
+// tokenizer would take for the end of the page.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
+
+// others is links without links[i], nil when none is left.
+func others(links []FeedLink, i int) []FeedLink {
+	if len(links) == 1 {
+		return nil
+	}
+	return slices.Concat(links[:i], links[i+1:])
+}
+
+// byPreference keeps the links of the kinds in prefer, ordered as prefer
+// lists their kinds (a kind listed twice counts where first listed), the
+// page's order kept within a kind.
+func byPreference(links []FeedLink, prefer []DocumentKind) []FeedLink {
+	rank := make(map[DocumentKind]int, len(prefer))
+	for i, k := range prefer {
+		if _, ok := rank[k]; !ok {
+			rank[k] = i
+		}
+	}
+	var out []FeedLink
+	for _, l := range links {
+		if _, ok := rank[l.Kind]; ok {
+			out = append(out, l)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b FeedLink) int { return cmp.Compare(rank[a.Kind], rank[b.Kind]) })
+	return out
+}
+
+// withoutCredentials is h without the headers that go only to the origin
+// they were meant for (credentialHeaders).
+func withoutCredentials(h map[string]string) map[string]string {
+	out := make(map[string]string, len(h))
+	for name, value := range h {
+		if !credentialHeaders[strings.ToLower(name)] {
+			out[name] = value
+		}
+	}
+	return out
+}
+
+// positiveOr is v, or def when v is not positive: for bounds that have no
+// "none".
+func positiveOr[T int | int64](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
