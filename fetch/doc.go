@@ -5,7 +5,8 @@
 //   - Fetcher performs one guarded, paced GET, following redirects itself.
 //     Fetcher.Fetch is one attempt; Fetcher.Get adds what a library caller
 //     wants on top (retries with jittered backoff, a conditional cache,
-//     document kind detection).
+//     document kind detection, a per-hop CheckURL); Fetcher.GetFeed finds
+//     and fetches the feed a page advertises.
 //   - Handler turns one decoded content_fetch command into exactly one
 //     Outcome: the fact to publish and the fate of the command.
 //
@@ -16,7 +17,8 @@
 //
 // For every hop, redirects included, in this order and before anything
 // reaches the origin: the URL must be http or https with a host
-// (ErrNotFetchable); the destination guard judges the host and every
+// (ErrNotFetchable); the fetcher's Options.CheckURL, then the request's,
+// judge the URL (ErrURLRefused, never retried); the destination guard judges the host and every
 // address it resolves to (guard.ErrRefused), and judges again, at dial time,
 // the exact address being connected; before the first request only, a sink
 // over its ceiling refuses the fetch (ErrStorageFull); the host's politeness
@@ -37,7 +39,8 @@
 //	refused headers or timeout_seconds      Permanent  invalid_request_options
 //	not http(s), no host, an 11th redirect, Permanent  not_fetchable
 //	  a host with no ASCII form
-//	a refused destination (any hop)         Permanent  destination_refused
+//	a refused destination (any hop: the     Permanent  destination_refused
+//	  guard or Options.CheckURL)
 //	a body over the size limit              Permanent  too_large
 //	any other final status (412 included,   Permanent  http_status (+ status_code)
 //	  600 and above, a 3xx without a
@@ -49,6 +52,21 @@
 //	  parked for politeness
 //	a panic                                 Unclassified (handler_error at the
 //	                                                    delivery ceiling)
+//
+// # Feed discovery
+//
+// Fetcher.GetFeed fetches a page with Get. A page that is already a feed
+// (any kind but html) is the answer. Otherwise its first
+// FeedOptions.MaxPageBytes (1 MiB) are tokenized as they stream back from
+// the sink for <link rel="alternate"> elements whose type is a feed's
+// (Atom, RSS, RDF, JSON Feed, NWF); hrefs resolve against the first
+// <base href>, or the page's final URL; duplicates and anything but
+// http(s) are dropped, and at most MaxFeedLinks are kept. Up to
+// FeedOptions.MaxCandidates (3) links are tried in FeedOptions.Prefer's
+// order (atom, rss, jsonfeed, rdf, nwf), each a full Get, until one is a
+// feed. Credentials go to a link only when the page asked for, the page
+// found and the link share one origin. No link: ErrNoFeed; every link
+// failing: a *FeedError naming each link and its error.
 //
 // # Compression
 //
