@@ -26,7 +26,7 @@ func BenchmarkLocalReserve(b *testing.B) {
 	tab := NewTable()
 	for i, h := range benchHosts {
 		if i%2 == 0 {
-			tab.Apply(published(h, 0.5, 0))
+			mustApply(b, tab, published(h, 0.5, 0))
 		}
 	}
 	l := NewLocal(LocalOptions{Floors: tab})

@@ -458,16 +458,16 @@ func runDecisions(t *testing.T, c decisionCase, slack time.Duration, newPacer fu
 	t.Helper()
 	tab := NewTable()
 	for host, s := range c.floors {
-		tab.Apply(published(host, s, 0))
+		mustApply(t, tab, published(host, s, 0))
 	}
 	p := newPacer(tab)
 	for i, s := range c.steps {
 		now := t0.Add(s.at)
 		switch s.op {
 		case opPublish:
-			tab.Apply(published(s.host, s.floor, i+1))
+			mustApply(t, tab, published(s.host, s.floor, i+1))
 		case opRevoke:
-			tab.Apply(revoked(s.host, i+1))
+			mustApply(t, tab, revoked(s.host, i+1))
 		case opReserve:
 			got, err := p.reserve(now, s.host, s.maxWait)
 			if err != nil {

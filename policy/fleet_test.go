@@ -70,7 +70,7 @@ func TestFleetPolitenessAtAnOrigin(t *testing.T) {
 		noise    = 5 * time.Millisecond
 	)
 	tab := NewTable()
-	tab.Apply(published("slow.test", 0.25, 0))
+	mustApply(t, tab, published("slow.test", 0.25, 0))
 	floors := map[string]time.Duration{"busy.test": interval, "other.test": interval, "slow.test": 250 * time.Millisecond}
 	// Each worker runs several handlers at once, as the real one does; two
 	// per worker on busy.test keep it backlogged.

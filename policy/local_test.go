@@ -155,7 +155,7 @@ func TestLocalPruning(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tab := NewTable()
 			for h, s := range tt.floors {
-				tab.Apply(published(h, s, 0))
+				mustApply(t, tab, published(h, s, 0))
 			}
 			l := NewLocal(LocalOptions{DefaultInterval: tt.def, Floors: tab, MaxHosts: tt.maxHosts})
 			tt.run(t, l)

@@ -230,10 +230,32 @@ func (r *Reader) handle(e rueidis.XRangeEntry) bool {
 		r.log.Warn("skipping a malformed frame on the fetch policy stream", "id", e.ID, "error", err)
 		return false
 	}
-	if r.table.apply(m, r.log) {
+	switch err := r.table.Apply(m); {
+	case err == nil:
 		r.applied.Add(1)
+		r.logApplied(m)
+	case errors.Is(err, ErrStale):
+		// A replay meets these whenever a host was republished.
+		r.log.Info("ignoring a fetch policy older than the one already applied", "id", e.ID, "error", err)
+	default:
+		r.log.Warn("ignoring a frame on the fetch policy stream", "id", e.ID, "error", err)
 	}
 	return true
+}
+
+// logApplied logs, at DEBUG, what an applied frame put in force.
+func (r *Reader) logApplied(m envelope.Model) {
+	if !r.log.Enabled(context.Background(), slog.LevelDebug) {
+		return // a replay applies thousands; skip the HostKey
+	}
+	p := m.(*envelope.FetchPolicyState) // Apply accepts nothing else
+	host := HostKey(p.Host)
+	if p.Revoked {
+		r.log.Debug("revoked a host fetch policy; it falls back to the default", "host", host)
+		return
+	}
+	d, _ := r.table.Floor(host)
+	r.log.Debug("applied a host fetch policy", "host", host, "min_interval_seconds", d.Seconds())
 }
 
 // readRange reads the next batch of the replay with XRANGE, after cursor.

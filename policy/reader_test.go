@@ -327,3 +327,40 @@ func TestReaderRunStopsPromptlyWhileBlocked(t *testing.T) {
 		t.Fatal("Run still blocked 5s after its context was cancelled")
 	}
 }
+
+// TestReaderLogsWhatItIgnores: an applied frame is logged at DEBUG, one
+// older than the policy in force at INFO (a replay meets those routinely),
+// and any other ignored frame at WARN, each with its entry's id.
+func TestReaderLogsWhatItIgnores(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	client := newClient(t, srv.Addr)
+	xadd(t, client, DefaultPolicyStream,
+		frame(t, published("a.test", 5, 10)),
+		frame(t, revoked("b.test", 0)),
+		frame(t, published("a.test", 2, 0)), // older than the first
+		frame(t, &envelope.BlobAvailable{OccurredAt: stamp0, ContentFingerprint: "ab", BlobURI: "file:///x",
+			MediaType: "text/plain", URL: "https://h1.test/", CommandID: "c", InfoSourceID: "i"}),
+	)
+	log, logs := testLogger()
+	r, _ := startReader(t, client, NewTable(), ReaderOptions{Block: 100 * time.Millisecond, Logger: log})
+	waitReplayed(t, r, 10*time.Second)
+
+	for _, want := range []struct {
+		level, msg string
+	}{
+		{"DEBUG", `msg="applied a host fetch policy" stream=content.fetch-policy host=a.test min_interval_seconds=5`},
+		{"DEBUG", `msg="revoked a host fetch policy; it falls back to the default" stream=content.fetch-policy host=b.test`},
+		{"INFO", `msg="ignoring a fetch policy older than the one already applied"`},
+		{"WARN", `msg="ignoring a frame on the fetch policy stream"`},
+	} {
+		if n := logs.Count("level=" + want.level + " " + want.msg); n != 1 {
+			t.Errorf("%d lines at %s with %s; want 1\n%s", n, want.level, want.msg, logs)
+		}
+	}
+	if n := logs.Count("level=WARN"); n != 1 {
+		t.Errorf("%d WARN lines; want 1\n%s", n, logs)
+	}
+	if got := r.Applied(); got != 2 {
+		t.Errorf("Applied() = %d; want 2", got)
+	}
+}
