@@ -66,7 +66,7 @@ func BenchmarkRedisReserve(b *testing.B) {
 	srv := testenv.StartRedis(b)
 	client := newClient(b, srv.Addr)
 	ctx := context.Background()
-	p := NewRedis(client, RedisOptions{Floors: NewTable(), KeyPrefix: "bench:"})
+	p := NewRedis(client, RedisOptions{Fallback: NewLocal(LocalOptions{Floors: NewTable()}), KeyPrefix: "bench:"})
 	if _, err := p.Reserve(ctx, "warm.example", 0); err != nil { // loads the script
 		b.Fatal(err)
 	}

@@ -109,7 +109,7 @@ var decisionCases = []decisionCase{
 		name: "the next slot counts from a late departure",
 		steps: []step{
 			held(0, "a.test", long, 0, true, time.Second),
-			reserve(time.Second, "a.test", long, pendingPoll, false, time.Second),
+			reserve(time.Second, "a.test", long, PendingPoll, false, time.Second),
 			sent(1300*time.Millisecond, "a.test"),
 			reserve(1500*time.Millisecond, "a.test", long, 800*time.Millisecond, true, time.Second),
 		},
@@ -143,7 +143,7 @@ var decisionCases = []decisionCase{
 		name: "a lease that runs out counts as a departure at its end",
 		steps: []step{
 			held(0, "a.test", long, 0, true, time.Second),
-			reserve(DefaultLease-time.Second, "a.test", 0, pendingPoll, false, time.Second),
+			reserve(DefaultLease-time.Second, "a.test", 0, PendingPoll, false, time.Second),
 			reserve(DefaultLease+500*time.Millisecond, "a.test", long, 500*time.Millisecond, true, time.Second),
 		},
 	},

@@ -97,7 +97,8 @@ func TestFleetPolitenessAtAnOrigin(t *testing.T) {
 	)
 	for range 3 {
 		pacer := NewRedis(newClient(t, srv.Addr), RedisOptions{
-			DefaultInterval: spacing(interval), Floors: tab, KeyPrefix: "test:fleet:",
+			Fallback:  NewLocal(LocalOptions{DefaultInterval: spacing(interval), Floors: tab}),
+			KeyPrefix: "test:fleet:",
 		})
 		pacers = append(pacers, pacer)
 		httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: len(handlers)}}

@@ -27,31 +27,24 @@ const keyGrace = 60 * time.Second
 // RedisOptions configures a Redis (fleet) pacer. The zero value is valid and
 // means the defaults documented on each field.
 type RedisOptions struct {
-	// DefaultInterval is the floor of a host Floors has no policy for, as in
-	// LocalOptions: zero means DefaultInterval (1 s), None means no
-	// spacing.
-	DefaultInterval time.Duration
-	// Floors supplies the per-host published floors (typically a *Table fed
-	// by a Reader); nil means every host uses DefaultInterval. Every worker
-	// should read the same policy stream so they agree on floors.
-	Floors Floors
+	// Fallback decides while Redis cannot, and is where the fleet pacer
+	// reads each host's floor (Local.Floor) and the lease it grants
+	// (Local.Lease), so the two always pace alike. It is kept up to date
+	// with the fleet's decisions (Local.Mirror), so a degradation starts
+	// from what this worker last knew. Give it the Floors of a *Table fed
+	// by a Reader; every worker should read the same policy stream so they
+	// agree on floors. Nil means NewLocal(LocalOptions{}): the default
+	// interval for every host.
+	Fallback *Local
 	// KeyPrefix is prepended to each host's key, "<prefix>{<host>}". Empty
 	// means DefaultKeyPrefix.
 	KeyPrefix string
-	// Fallback decides while Redis cannot. Nil means a Local built from
-	// DefaultInterval and Floors. It is also kept up to date with the fleet's
-	// decisions, so a degradation starts from what this worker last knew.
-	Fallback *Local
 	// Logger receives the degrade (WARN) and recovery (INFO) lines. Nil means
 	// slog.Default().
 	Logger *slog.Logger
 	// Timeout bounds one Redis round trip; past it the decision is made by
 	// Fallback. Zero means 1 s.
 	Timeout time.Duration
-	// Lease bounds how long a granted request may go without reporting its
-	// departure (Sent) before the fleet counts it as gone; it matters when a
-	// worker dies in between. Zero means DefaultLease.
-	Lease time.Duration
 }
 
 // Redis paces a fleet: workers sharing one Redis (a single server or a
@@ -68,8 +61,6 @@ type RedisOptions struct {
 // concurrent use.
 type Redis struct {
 	client   rueidis.Client
-	def      time.Duration
-	floors   Floors
 	prefix   string
 	fallback *Local
 	log      *slog.Logger
@@ -92,7 +83,7 @@ var (
 	argHeadroom  = micros(EscalationHeadroom)
 	argReset     = micros(EscalationReset)
 	argGrace     = micros(keyGrace)
-	argPoll      = micros(pendingPoll)
+	argPoll      = micros(PendingPoll)
 )
 
 var errScriptReply = errors.New("policy: unexpected reply from the pace script")
@@ -101,8 +92,6 @@ var errScriptReply = errors.New("policy: unexpected reply from the pace script")
 func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 	r := &Redis{
 		client:   client,
-		def:      resolveDefault(opts.DefaultInterval),
-		floors:   opts.Floors,
 		prefix:   opts.KeyPrefix,
 		fallback: opts.Fallback,
 		log:      opts.Logger,
@@ -113,7 +102,7 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 		r.prefix = DefaultKeyPrefix
 	}
 	if r.fallback == nil {
-		r.fallback = NewLocal(LocalOptions{DefaultInterval: noneIfZero(r.def), Floors: r.floors, Lease: opts.Lease})
+		r.fallback = NewLocal(LocalOptions{})
 	}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -121,10 +110,7 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 	if r.timeout <= 0 {
 		r.timeout = defaultRedisTimeout
 	}
-	if opts.Lease <= 0 {
-		opts.Lease = DefaultLease
-	}
-	r.lease = micros(opts.Lease)
+	r.lease = micros(r.fallback.Lease())
 	return r
 }
 
@@ -167,7 +153,7 @@ func (r *Redis) Reserve(ctx context.Context, host string, maxWait time.Duration)
 // fleet state one EXISTS decides (the script would grant at once and write
 // nothing), otherwise the script.
 func (r *Redis) reserve(ctx context.Context, host string, maxWait time.Duration) (Reservation, error) {
-	floor := floorFor(r.floors, r.def, host)
+	floor := r.fallback.Floor(host)
 	if floor <= 0 {
 		if res, ok, err := r.reserveUnspaced(ctx, host); ok || err != nil {
 			return res, err
@@ -179,11 +165,11 @@ func (r *Redis) reserve(ctx context.Context, host string, maxWait time.Duration)
 	}
 	now := time.Now()
 	res := Reservation{OK: v.ok, Wait: max(0, v.slot.Sub(now)), Interval: v.interval, At: v.slot}
-	var goesOut time.Time
+	d := Decision{Escalation: v.esc, EscalationAge: v.escAge}
 	if res.OK {
-		goesOut = v.slot
+		d.GoesOut = v.slot
 	}
-	r.fallback.mirror(now, host, goesOut, v.esc, v.escAge)
+	r.fallback.Mirror(now, host, d)
 	return res, nil
 }
 
@@ -200,7 +186,7 @@ func (r *Redis) reserveUnspaced(ctx context.Context, host string) (res Reservati
 		return Reservation{}, false, err
 	}
 	now := time.Now()
-	r.fallback.mirror(now, host, now, 0, 0)
+	r.fallback.Mirror(now, host, Decision{GoesOut: now})
 	return Reservation{OK: true, At: now}, true, nil
 }
 
@@ -215,7 +201,7 @@ func (r *Redis) Refused(ctx context.Context, host string, retryAfter time.Durati
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	v, err := r.exec(ctx, host, "refuse", floorFor(r.floors, r.def, host), max(retryAfter, 0))
+	v, err := r.exec(ctx, host, "refuse", r.fallback.Floor(host), max(retryAfter, 0))
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
@@ -224,7 +210,7 @@ func (r *Redis) Refused(ctx context.Context, host string, retryAfter time.Durati
 		return r.fallback.Refused(ctx, host, retryAfter)
 	}
 	r.recover()
-	r.fallback.mirror(time.Now(), host, time.Time{}, v.esc, v.escAge)
+	r.fallback.Mirror(time.Now(), host, Decision{Escalation: v.esc, EscalationAge: v.escAge})
 	return v.interval, nil
 }
 
@@ -239,7 +225,7 @@ func (r *Redis) Sent(ctx context.Context, host string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := r.exec(ctx, host, "sent", floorFor(r.floors, r.def, host), 0); err != nil {
+	if _, err := r.exec(ctx, host, "sent", r.fallback.Floor(host), 0); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -67,9 +67,8 @@ func TestRedisPacer(t *testing.T) {
 					t.Run(c.name, func(t *testing.T) {
 						runDecisions(t, c, 200*time.Millisecond, func(tab *Table) decider {
 							return redisDecider{NewRedis(client, RedisOptions{
-								DefaultInterval: c.def,
-								Floors:          tab,
-								KeyPrefix:       fmt.Sprintf("test:decisions:%d:", i),
+								Fallback:  NewLocal(LocalOptions{DefaultInterval: c.def, Floors: tab}),
+								KeyPrefix: fmt.Sprintf("test:decisions:%d:", i),
 							})}
 						})
 					})
@@ -132,8 +131,10 @@ func testSharedState(t *testing.T, c1, c2 rueidis.Client) {
 // refusal escalates it, and that the escalation then binds every pacer.
 func testUnspacedHost(t *testing.T, c1, c2 rueidis.Client) {
 	ctx := context.Background()
-	opts := RedisOptions{KeyPrefix: "test:unspaced:", DefaultInterval: None}
-	p1, p2 := NewRedis(c1, opts), NewRedis(c2, opts)
+	newPacer := func(c rueidis.Client) *Redis {
+		return NewRedis(c, RedisOptions{KeyPrefix: "test:unspaced:", Fallback: NewLocal(LocalOptions{DefaultInterval: None})})
+	}
+	p1, p2 := newPacer(c1), newPacer(c2)
 	exists := func() int64 {
 		t.Helper()
 		n, err := c1.Do(ctx, c1.B().Exists().Key(p1.Key("u.test")).Build()).AsInt64()

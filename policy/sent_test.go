@@ -38,7 +38,7 @@ func TestLocalSentSpacesFromTheDeparture(t *testing.T) {
 func TestRedisSentSpacesFromTheDeparture(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	iv := 400 * time.Millisecond
-	p := NewRedis(newClient(t, srv.Addr), RedisOptions{DefaultInterval: iv})
+	p := NewRedis(newClient(t, srv.Addr), RedisOptions{Fallback: NewLocal(LocalOptions{DefaultInterval: iv})})
 	ctx := context.Background()
 	if r, err := p.Reserve(ctx, "a.test", 0); err != nil || !r.OK {
 		t.Fatalf("first reservation: %+v, %v", r, err)

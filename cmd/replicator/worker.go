@@ -164,13 +164,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// bound; the lease only outlives a worker that died in between.
 	lease := cfg.MaxFetchTime
 	fallback := policy.NewLocal(policy.LocalOptions{DefaultInterval: interval, Floors: table, Lease: lease})
-	pacer := policy.NewRedis(client, policy.RedisOptions{
-		DefaultInterval: interval,
-		Floors:          table,
-		Fallback:        fallback,
-		Logger:          log,
-		Lease:           lease,
-	})
+	pacer := policy.NewRedis(client, policy.RedisOptions{Fallback: fallback, Logger: log})
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "replicator_pacer_tracked_hosts",
 		Help: "Hosts whose spacing or escalation this worker currently tracks.",
