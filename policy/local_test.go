@@ -1,10 +1,49 @@
 package policy
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 )
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// spacing is d as a DefaultInterval option: None when d is zero.
+func spacing(d time.Duration) time.Duration {
+	if d == 0 {
+		return None
+	}
+	return d
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func TestLocalEmptyHost(t *testing.T) {
+	l := NewLocal(LocalOptions{})
+	if _, err := l.ReserveAt(t0, "", 0); !errors.Is(err, ErrEmptyHost) {
+		t.Errorf("ReserveAt(\"\") error = %v; want ErrEmptyHost", err)
+	}
+	if _, err := l.RefusedAt(t0, "", 0); !errors.Is(err, ErrEmptyHost) {
+		t.Errorf("RefusedAt(\"\") error = %v; want ErrEmptyHost", err)
+	}
+	if n := l.Tracked(); n != 0 {
+		t.Errorf("Tracked() = %d; want 0", n)
+	}
+}
+
+func TestLocalCancelledContext(t *testing.T) {
+	l := NewLocal(LocalOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Reserve(ctx, "a.test", 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("Reserve error = %v; want context.Canceled", err)
+	}
+	if _, err := l.Refused(ctx, "a.test", 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("Refused error = %v; want context.Canceled", err)
+	}
+}
 
 // fill reserves n distinct hosts at now.
 func fill(t *testing.T, l *Local, now time.Time, prefix string, n int) {
