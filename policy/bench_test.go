@@ -1,13 +1,10 @@
 package policy
 
 import (
-	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/replicator-go/replicator/internal/testenv"
 )
 
 // benchHosts are the hostnames the benchmarks cycle through, built once so
@@ -26,7 +23,7 @@ func BenchmarkLocalReserve(b *testing.B) {
 	tab := NewTable()
 	for i, h := range benchHosts {
 		if i%2 == 0 {
-			tab.Apply(published(h, 0.5, 0))
+			mustApply(b, tab, published(h, 0.5, 0))
 		}
 	}
 	l := NewLocal(LocalOptions{Floors: tab})
@@ -57,49 +54,4 @@ func BenchmarkLocalReserveParallel(b *testing.B) {
 			}
 		}
 	})
-}
-
-// BenchmarkRedisReserve is one fleet pacing decision: a Lua script round
-// trip to a private local redis-server, sequentially and from parallel
-// goroutines sharing one client (rueidis pipelines them).
-func BenchmarkRedisReserve(b *testing.B) {
-	srv := testenv.StartRedis(b)
-	client := newClient(b, srv.Addr)
-	ctx := context.Background()
-	p := NewRedis(client, RedisOptions{Floors: NewTable(), KeyPrefix: "bench:"})
-	if _, err := p.Reserve(ctx, "warm.example", 0); err != nil { // loads the script
-		b.Fatal(err)
-	}
-	opsPerSec := func(b *testing.B) {
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
-	}
-	b.Run("sequential", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			if _, err := p.Reserve(ctx, benchHosts[i%len(benchHosts)], time.Second); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
-		opsPerSec(b)
-	})
-	b.Run("parallel", func(b *testing.B) {
-		var n atomic.Int64
-		b.ReportAllocs()
-		b.SetParallelism(8) // many handlers per worker, as in production
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				i := n.Add(1)
-				if _, err := p.Reserve(ctx, benchHosts[i%int64(len(benchHosts))], time.Second); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-		opsPerSec(b)
-	})
-	if p.Degraded() {
-		b.Fatal("the pacer fell back to local pacing during the benchmark")
-	}
 }

@@ -8,9 +8,10 @@
 // then sleeps until [Reservation].At, sends, and calls [Pacer.Sent] as the
 // request leaves (or when it gives up on it). After a 429 or 503 it calls
 // [Pacer.Refused] with what [ParseRetryAfter] made of the response's
-// Retry-After. [Local] paces one process; [Redis] paces a fleet.
+// Retry-After. [Local] paces one process; the Redis-shared pacer of
+// policy/fleet paces a fleet, with a Local as its fallback.
 //
-// # Floors and the policy stream
+// # Floors
 //
 // A host's floor is the latest fetch_policy_state published for it on
 // content.fetch-policy, else the default interval
@@ -19,18 +20,14 @@
 // never to "unlimited", because a consumer cannot tell whether the set it
 // replayed is whole.
 //
-// A [Table] holds the floors. Last write wins per host by occurred_at,
-// applied on >= so a whole set republished under one instant applies; a
-// revoked host's instant is remembered so an older republish cannot bring it
-// back. A [Reader] fills the table: it replays the stream from its first
-// entry in batches, signals [Reader.Replayed] (the worker waits for it
-// before consuming commands, so it never paces against an empty table), then
-// tails the stream with blocking XREAD. There is no consumer group, no ack
-// and no dead-letter queue: every worker needs every frame, and a policy
-// frame has nothing to answer. Frames of other types or schema versions are
-// ignored; frames that never decode are skipped and counted. The reader
-// absorbs its own failures, so a policy-stream outage degrades politeness
-// to the last known table rather than stopping fetches.
+// A [Table] holds the floors: [Table.Apply] folds in a decoded frame,
+// [Table.Set] and [Table.Revoke] change a host directly, all under one rule.
+// Last write wins per host by occurred_at, applied on >= so a whole set
+// republished under one instant applies; a revoked host's instant is
+// remembered so an older republish cannot bring it back. What the table
+// refuses comes back as an error wrapping [ErrIgnored] ([ErrStale] for a
+// frame older than the one in force), for the caller to log as it sees
+// fit. Reading content.fetch-policy into a Table is policy/fleet's job.
 //
 // Pacers read the floor on every decision, so a republished policy takes
 // effect at the next request.
@@ -80,20 +77,10 @@
 //
 // # Fleets
 //
-// Several workers share per-host spacing and escalation through [Redis]: one
-// key per host, "replicator:pace:{host}" (the host is the hash tag, so it
-// works on Redis Cluster), holding the last request's instant and the
-// escalation in force. A single-key Lua script makes each decision
-// atomically, timed by the Redis server's clock so workers on different
-// machines agree; each worker maps the server's clock to its own (NTP-style,
-// from the quickest round trip) so the wait it sleeps does not include the
-// reply's latency. A host with no floor has no key until a refusal
-// escalates it, so while it has none one EXISTS decides instead of the
-// script. Keys expire once their spacing and escalation have lapsed
-// (plus a minute's grace), so idle hosts vanish. If Redis fails, decisions
-// fall back to a [Local] pacer that has been following the fleet's
-// decisions, logged once on the way down (WARN) and once on the way back
-// (INFO): degraded pacing, never no pacing.
+// Package policy/fleet shares spacing and escalation between workers
+// through Redis, falling back to a Local (which follows the fleet's
+// decisions through [Local.Mirror] and lends it its floors), and reads the
+// policy stream into a Table.
 //
 // Time-dependent methods of Local have explicit-time twins ([Local.ReserveAt],
 // [Local.RefusedAt]) so tests and examples need no clock.

@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,12 +14,8 @@ import (
 // 429 with Retry-After.
 func ExampleLocal() {
 	floors := policy.NewTable()
-	floors.Apply(&envelope.FetchPolicyState{
-		SchemaVersion:      envelope.SchemaVersion,
-		OccurredAt:         time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC),
-		Host:               "slow.example",
-		MinIntervalSeconds: envelope.Ptr(10.0),
-	})
+	// As a fetch_policy_state for slow.example would (see ExampleTable).
+	floors.Set("slow.example", 10*time.Second, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
 	pacer := policy.NewLocal(policy.LocalOptions{Floors: floors})
 
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -52,4 +49,37 @@ func ExampleLocal() {
 	// t=6s   slow.example  wait 4s   ok=true  interval 10s
 	// after the 429: 30s
 	// t=12s  slow.example  wait 28s  ok=true  interval 30s
+}
+
+// A Table applies fetch_policy_state frames and direct changes under one
+// rule: the latest instant per host wins, and an equal one applies.
+func ExampleTable() {
+	floors := policy.NewTable()
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	err := floors.Apply(&envelope.FetchPolicyState{
+		SchemaVersion:      envelope.SchemaVersion,
+		OccurredAt:         at,
+		Host:               "Slow.Example.",
+		MinIntervalSeconds: envelope.Ptr(10.0),
+	})
+	fmt.Println("frame:", err)
+	d, ok := floors.Floor("slow.example")
+	fmt.Println("floor:", d, ok)
+
+	// A change older than the policy in force is refused.
+	err = floors.Set("slow.example", time.Second, at.Add(-time.Minute))
+	fmt.Println("stale:", errors.Is(err, policy.ErrStale), errors.Is(err, policy.ErrIgnored))
+
+	// A revoked host has no floor (the pacer's default applies), and the
+	// revocation's instant is remembered.
+	fmt.Println("revoke:", floors.Revoke("slow.example", at.Add(time.Minute)))
+	_, ok = floors.Floor("slow.example")
+	fmt.Println("in force:", ok, floors.Len())
+
+	// Output:
+	// frame: <nil>
+	// floor: 10s true
+	// stale: true true
+	// revoke: <nil>
+	// in force: false 0
 }

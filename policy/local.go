@@ -29,23 +29,16 @@ const (
 	// end. It only matters when a process dies between the two; make it at
 	// least the longest a fetch may run before its first request leaves.
 	DefaultLease = 2 * time.Minute
-	// pendingPoll is the least wait reported while a granted request has
-	// yet to leave, so callers do not spin on a tiny interval.
-	pendingPoll = 5 * time.Millisecond
+	// PendingPoll is the least wait a pacer reports while a granted request
+	// has yet to report its departure, so callers do not spin on a tiny
+	// interval. The fleet pacer hands it to its script so both agree.
+	PendingPoll = 5 * time.Millisecond
 )
 
 // None, given to an option that documents it, turns that spacing off. Every
 // package of the module spells "none" this way; zero always means the
 // documented default.
 const None = -1
-
-// noneIfZero turns a resolved interval back into an option value.
-func noneIfZero(d time.Duration) time.Duration {
-	if d == 0 {
-		return None
-	}
-	return d
-}
 
 // Floors is where a pacer reads a host's published floor. ok is false when
 // the host has no policy (never published, or revoked): the pacer then uses
@@ -180,7 +173,7 @@ func (l *Local) ReserveAt(now time.Time, host string, maxWait time.Duration) (Re
 		interval = max(floor, esc)
 		if !s.lease.IsZero() {
 			if now.Before(s.lease) {
-				wait := max(s.last.Add(interval).Sub(now), min(interval, pendingPoll))
+				wait := max(s.last.Add(interval).Sub(now), min(interval, PendingPoll))
 				return Reservation{Wait: wait, Interval: interval, At: now.Add(wait)}, nil
 			}
 			// The holder never reported: its request counts as leaving when
@@ -289,22 +282,40 @@ func (l *Local) Tracked() int {
 	return len(l.hosts)
 }
 
-// mirror copies a decision the fleet pacer made into this pacer, so that if
-// Redis becomes unreachable the local fallback starts from what this worker
-// last knew rather than from nothing. goesOut is zero when no request was
-// recorded.
-func (l *Local) mirror(now time.Time, host string, goesOut time.Time, esc, escAge time.Duration) {
+// Decision is a pacing decision made elsewhere for one host, as Mirror
+// takes it: what the fleet pacer learned from Redis.
+type Decision struct {
+	// GoesOut is when the request the decision granted goes out; zero when
+	// it recorded no request.
+	GoesOut time.Time
+	// Escalation is the escalated interval in force; zero when none.
+	Escalation time.Duration
+	// EscalationAge is how long before the decision the refusal that set
+	// Escalation was reported.
+	EscalationAge time.Duration
+}
+
+// Mirror copies a decision made for host elsewhere (by a fleet pacer, at
+// now) into this pacer, so that a Local serving as the fleet's fallback
+// starts from what this worker last knew, rather than from nothing, when
+// the fleet cannot decide. The host's last request moves to d.GoesOut if
+// that is later, and its escalation becomes d's. An empty host is ignored.
+func (l *Local) Mirror(now time.Time, host string, d Decision) {
+	host = HostKey(host)
+	if host == "" {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s, known := l.hosts[host]
-	if !goesOut.IsZero() && goesOut.After(s.last) {
-		s.last = goesOut
+	if !d.GoesOut.IsZero() && d.GoesOut.After(s.last) {
+		s.last = d.GoesOut
 	}
 	if s.last.IsZero() {
 		s.last = now
 	}
-	if esc > 0 {
-		s.esc, s.escAt = esc, now.Add(-escAge)
+	if d.Escalation > 0 {
+		s.esc, s.escAt = d.Escalation, now.Add(-d.EscalationAge)
 	} else {
 		s.esc, s.escAt = 0, time.Time{}
 	}
@@ -314,19 +325,28 @@ func (l *Local) mirror(now time.Time, host string, goesOut time.Time, esc, escAg
 	}
 }
 
+// Floor returns the floor in force for host: its published floor from the
+// Floors option, else the default interval (0 under None). Escalation is
+// not included. A fleet pacer reads it so that it and its fallback always
+// space a host alike.
+func (l *Local) Floor(host string) time.Duration {
+	return l.floorFor(HostKey(host))
+}
+
+// Lease returns how long a granted request may go without reporting its
+// departure (the Lease option, resolved), so a fleet pacer falling back to
+// this Local leases slots alike.
+func (l *Local) Lease() time.Duration { return l.lease }
+
 // floorFor is the host's published floor, else the default. Read on every
 // decision rather than cached with the host's state.
 func (l *Local) floorFor(host string) time.Duration {
-	return floorFor(l.floors, l.def, host)
-}
-
-func floorFor(floors Floors, def time.Duration, host string) time.Duration {
-	if floors != nil {
-		if d, ok := floors.Floor(host); ok && d >= 0 {
+	if l.floors != nil {
+		if d, ok := l.floors.Floor(host); ok && d >= 0 {
 			return min(d, maxInterval)
 		}
 	}
-	return def
+	return l.def
 }
 
 // liveEscalation is the escalation still in force at now, or 0 once the quiet

@@ -1,10 +1,49 @@
 package policy
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 )
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// spacing is d as a DefaultInterval option: None when d is zero.
+func spacing(d time.Duration) time.Duration {
+	if d == 0 {
+		return None
+	}
+	return d
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func TestLocalEmptyHost(t *testing.T) {
+	l := NewLocal(LocalOptions{})
+	if _, err := l.ReserveAt(t0, "", 0); !errors.Is(err, ErrEmptyHost) {
+		t.Errorf("ReserveAt(\"\") error = %v; want ErrEmptyHost", err)
+	}
+	if _, err := l.RefusedAt(t0, "", 0); !errors.Is(err, ErrEmptyHost) {
+		t.Errorf("RefusedAt(\"\") error = %v; want ErrEmptyHost", err)
+	}
+	if n := l.Tracked(); n != 0 {
+		t.Errorf("Tracked() = %d; want 0", n)
+	}
+}
+
+func TestLocalCancelledContext(t *testing.T) {
+	l := NewLocal(LocalOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Reserve(ctx, "a.test", 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("Reserve error = %v; want context.Canceled", err)
+	}
+	if _, err := l.Refused(ctx, "a.test", 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("Refused error = %v; want context.Canceled", err)
+	}
+}
 
 // fill reserves n distinct hosts at now.
 func fill(t *testing.T, l *Local, now time.Time, prefix string, n int) {
@@ -155,7 +194,7 @@ func TestLocalPruning(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tab := NewTable()
 			for h, s := range tt.floors {
-				tab.Apply(published(h, s, 0))
+				mustApply(t, tab, published(h, s, 0))
 			}
 			l := NewLocal(LocalOptions{DefaultInterval: tt.def, Floors: tab, MaxHosts: tt.maxHosts})
 			tt.run(t, l)
@@ -172,5 +211,64 @@ func TestLocalPruning(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLocalMirror: a decision copied in from the fleet binds the next local
+// decision as if this pacer had made it.
+func TestLocalMirror(t *testing.T) {
+	l := NewLocal(LocalOptions{})
+	// The fleet granted a slot 300 ms out, with a 4 s escalation set 10 s ago.
+	l.Mirror(t0, "A.test.", Decision{GoesOut: t0.Add(300 * time.Millisecond), Escalation: 4 * time.Second, EscalationAge: 10 * time.Second})
+	r, err := l.ReserveAt(t0.Add(time.Second), "a.test", time.Hour)
+	if err != nil || !r.OK || r.Interval != 4*time.Second || r.Wait != 3300*time.Millisecond {
+		t.Errorf("ReserveAt after Mirror = %+v, %v; want a slot 3.3 s out at 4 s", r, err)
+	}
+	// The escalation's age counts toward its reset.
+	if r, _ := l.ReserveAt(t0.Add(EscalationReset-10*time.Second), "a.test", 0); r.Interval != time.Second {
+		t.Errorf("interval once the mirrored escalation's window closed = %v; want the 1 s floor", r.Interval)
+	}
+
+	// No escalation in the fleet clears the local one; an earlier GoesOut
+	// does not pull the last request in.
+	l.RefusedAt(t0, "b.test", 0)
+	l.Mirror(t0, "b.test", Decision{GoesOut: t0.Add(-time.Hour)})
+	if r, _ := l.ReserveAt(t0.Add(time.Second), "b.test", 0); !r.OK || r.Interval != time.Second {
+		t.Errorf("ReserveAt after a mirrored decision without escalation = %+v; want the floor, due", r)
+	}
+	// A decision that recorded no request still marks the host as seen now.
+	l.Mirror(t0, "c.test", Decision{})
+	if r, _ := l.ReserveAt(t0.Add(500*time.Millisecond), "c.test", time.Hour); r.Wait != 500*time.Millisecond {
+		t.Errorf("ReserveAt after an empty mirrored decision: wait = %v; want 500ms", r.Wait)
+	}
+	before := l.Tracked()
+	l.Mirror(t0, "", Decision{GoesOut: t0})
+	if l.Tracked() != before {
+		t.Error("Mirror tracked an empty host")
+	}
+}
+
+func TestLocalFloorAndLease(t *testing.T) {
+	tab := NewTable()
+	mustApply(t, tab, published("Bücher.test", 30, 0))
+	mustApply(t, tab, published("fast.test", 0, 0))
+	l := NewLocal(LocalOptions{DefaultInterval: 2 * time.Second, Floors: tab})
+	for host, want := range map[string]time.Duration{"bücher.test": 30 * time.Second, "FAST.test.": 0, "other.test": 2 * time.Second} {
+		if got := l.Floor(host); got != want {
+			t.Errorf("Floor(%q) = %v; want %v", host, got, want)
+		}
+	}
+	l.RefusedAt(t0, "other.test", 0)
+	if got := l.Floor("other.test"); got != 2*time.Second {
+		t.Errorf("Floor of an escalated host = %v; want the floor alone", got)
+	}
+	if got := NewLocal(LocalOptions{DefaultInterval: None}).Floor("a.test"); got != 0 {
+		t.Errorf("Floor under None = %v; want 0", got)
+	}
+	if got := l.Lease(); got != DefaultLease {
+		t.Errorf("Lease() = %v; want DefaultLease", got)
+	}
+	if got := NewLocal(LocalOptions{Lease: time.Minute}).Lease(); got != time.Minute {
+		t.Errorf("Lease() = %v; want the option's 1m", got)
 	}
 }

@@ -1,11 +1,8 @@
 package policy
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/replicator-go/replicator/internal/testenv"
 )
 
 // TestLocalSentSpacesFromTheDeparture: a request that leaves after its slot
@@ -30,29 +27,5 @@ func TestLocalSentSpacesFromTheDeparture(t *testing.T) {
 	}
 	if err := l.SentAt(t0, ""); err != ErrEmptyHost {
 		t.Errorf("empty host: err = %v, want ErrEmptyHost", err)
-	}
-}
-
-// TestRedisSentSpacesFromTheDeparture checks the same rule through the
-// script: after Sent the next slot is a full interval from the departure.
-func TestRedisSentSpacesFromTheDeparture(t *testing.T) {
-	srv := testenv.StartRedis(t)
-	iv := 400 * time.Millisecond
-	p := NewRedis(newClient(t, srv.Addr), RedisOptions{DefaultInterval: iv})
-	ctx := context.Background()
-	if r, err := p.Reserve(ctx, "a.test", 0); err != nil || !r.OK {
-		t.Fatalf("first reservation: %+v, %v", r, err)
-	}
-	// The request leaves late; the departure is what counts.
-	time.Sleep(150 * time.Millisecond)
-	if err := p.Sent(ctx, "a.test"); err != nil {
-		t.Fatal(err)
-	}
-	r, err := p.Reserve(ctx, "a.test", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Wait < iv-50*time.Millisecond {
-		t.Errorf("wait after a late departure = %v, want about %v (spaced from the departure)", r.Wait, iv)
 	}
 }

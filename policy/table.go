@@ -1,12 +1,24 @@
 package policy
 
 import (
-	"log/slog"
+	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"time"
 
 	"github.com/replicator-go/replicator/envelope"
+)
+
+// Why a Table refused a change, for errors.Is.
+var (
+	// ErrIgnored is wrapped by every error of Apply, Set and Revoke: the
+	// table did not change.
+	ErrIgnored = errors.New("policy: fetch policy ignored")
+	// ErrStale is wrapped by the error for a policy older than the one in
+	// force for its host. It wraps ErrIgnored; it is set apart because a
+	// replayed stream meets it in the ordinary course, unlike a bad frame.
+	ErrStale = fmt.Errorf("%w: older than the one in force", ErrIgnored)
 )
 
 // Table holds the per-host floors published on content.fetch-policy: the
@@ -56,69 +68,78 @@ func (t *Table) Len() int {
 	return t.live
 }
 
-// Apply folds one decoded model into the table and reports whether it
-// changed the host's entry, which is kept under the HostKey of the frame's
-// host. It ignores, with a log line on slog.Default: models other than
-// *envelope.FetchPolicyState (a foreign frame on the policy stream decodes
-// cleanly into the wrong model), schema versions other than
-// envelope.SchemaVersion, an empty host, a live policy whose interval is
-// absent, negative, NaN or infinite, and a frame older than the one already
-// applied for its host. A frame exactly as old is applied, so a whole
-// set republished under one occurred_at takes effect. A revocation drops the
-// host's floor (it falls back to the pacer's default) and remembers the
-// frame's instant.
-func (t *Table) Apply(m envelope.Model) bool {
-	return t.apply(m, slog.Default())
-}
-
-func (t *Table) apply(m envelope.Model, log *slog.Logger) bool {
+// Apply folds one decoded model into the table, under the HostKey of the
+// frame's host, as Set or Revoke at its occurred_at. It returns nil when the
+// host's entry changed, and otherwise an error wrapping ErrIgnored that says
+// why: a model other than *envelope.FetchPolicyState (a foreign frame on
+// the policy stream decodes cleanly into the wrong model), a schema version
+// other than envelope.SchemaVersion, an empty host, a live policy whose
+// interval is absent, negative, NaN or infinite, or (wrapping ErrStale too)
+// a frame older than the one already applied for its host.
+func (t *Table) Apply(m envelope.Model) error {
 	p, ok := m.(*envelope.FetchPolicyState)
 	if !ok || p == nil {
 		event := "<nil>"
 		if m != nil && !ok {
 			event = m.EventType()
 		}
-		log.Warn("ignoring a message on the fetch policy stream that is not a fetch policy", "event_type", event)
-		return false
+		return fmt.Errorf("%w: event_type %s is not a fetch policy", ErrIgnored, event)
 	}
 	if p.SchemaVersion != envelope.SchemaVersion {
-		log.Warn("ignoring a fetch policy with an unsupported schema_version", "schema_version", p.SchemaVersion)
-		return false
+		return fmt.Errorf("%w: unsupported schema_version %d", ErrIgnored, p.SchemaVersion)
 	}
-	host := HostKey(p.Host)
-	if host == "" {
-		log.Warn("ignoring a fetch policy with no host")
-		return false
+	if p.Revoked {
+		return t.Revoke(p.Host, p.OccurredAt)
 	}
-	var interval time.Duration
-	if !p.Revoked {
-		d, ok := secondsToInterval(p.MinIntervalSeconds)
-		if !ok {
-			log.Warn("ignoring a fetch policy whose interval is absent, negative or not finite", "host", host)
-			return false
-		}
-		interval = d
+	d, ok := secondsToInterval(p.MinIntervalSeconds)
+	if !ok {
+		return fmt.Errorf("%w: host %q: min_interval_seconds is absent, negative or not finite", ErrIgnored, p.Host)
 	}
+	return t.Set(p.Host, d, p.OccurredAt)
+}
 
+// Set makes interval host's floor as of at, under host's HostKey, unless
+// the host already has a policy (or a revocation) newer than at. A policy
+// exactly as old is replaced, so a whole set republished under one instant
+// takes effect. 0 is a real floor (no spacing); an interval beyond what
+// any origin could mean is clamped. It returns nil when the entry changed,
+// and otherwise an error wrapping ErrIgnored: for an empty host, a negative
+// interval, or (wrapping ErrStale too) an older at.
+func (t *Table) Set(host string, interval time.Duration, at time.Time) error {
+	if interval < 0 {
+		return fmt.Errorf("%w: host %q: negative interval %v", ErrIgnored, host, interval)
+	}
+	return t.put(host, tableEntry{stamp: at, interval: min(interval, maxInterval), live: true})
+}
+
+// Revoke drops host's floor as of at, so it falls back to the pacer's
+// default (never to "unlimited"), and remembers at so an older policy
+// cannot bring the floor back. Errors are as for Set.
+func (t *Table) Revoke(host string, at time.Time) error {
+	return t.put(host, tableEntry{stamp: at})
+}
+
+// put stores e for host's key if it is not older than the entry in force.
+func (t *Table) put(host string, e tableEntry) error {
+	key := HostKey(host)
+	if key == "" {
+		return fmt.Errorf("%w: no host", ErrIgnored)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	old, seen := t.hosts[host]
-	if seen && p.OccurredAt.Before(old.stamp) {
-		log.Info("ignoring a fetch policy older than the one already applied",
-			"host", host, "occurred_at", p.OccurredAt, "applied_at", old.stamp)
-		return false
+	old, seen := t.hosts[key]
+	if seen && e.stamp.Before(old.stamp) {
+		return fmt.Errorf("%w: host %s: occurred_at %s, applied at %s", ErrStale, key,
+			e.stamp.Format(time.RFC3339Nano), old.stamp.Format(time.RFC3339Nano))
 	}
 	if old.live {
 		t.live--
 	}
-	t.hosts[host] = tableEntry{stamp: p.OccurredAt, interval: interval, live: !p.Revoked}
-	if !p.Revoked {
+	if e.live {
 		t.live++
-		log.Debug("applied a host fetch policy", "host", host, "min_interval_seconds", interval.Seconds())
-	} else {
-		log.Debug("revoked a host fetch policy; it falls back to the default", "host", host)
 	}
-	return true
+	t.hosts[key] = e
+	return nil
 }
 
 // secondsToInterval converts a published interval, refusing what no origin

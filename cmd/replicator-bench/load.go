@@ -16,15 +16,15 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch/worker"
-	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/policy/fleet"
 )
 
-// The streams and group of the contract (SPEC.md sections 1 and 3).
+// The streams and group of the contract (README, Streams and frames).
 const (
 	streamCommands = worker.DefaultStream
 	streamFacts    = worker.DefaultFactsStream
 	streamDLQ      = worker.DefaultDLQStream
-	streamPolicy   = policy.DefaultPolicyStream
+	streamPolicy   = fleet.DefaultPolicyStream
 	group          = worker.DefaultGroup
 )
 

@@ -11,15 +11,16 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch/worker"
-	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/policy/fleet"
 )
 
-// The streams of the contract (SPEC.md section 1), as the library names them.
+// The streams of the contract (README, Streams and frames), as the library
+// names them.
 const (
 	streamCommands = worker.DefaultStream
 	streamFacts    = worker.DefaultFactsStream
 	streamDLQ      = worker.DefaultDLQStream
-	streamPolicy   = policy.DefaultPolicyStream
+	streamPolicy   = fleet.DefaultPolicyStream
 )
 
 // defaultRedisURL is REPLICATOR_REDIS_URL's default.

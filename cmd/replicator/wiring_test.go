@@ -62,11 +62,12 @@ func wiringFacts(t *testing.T, c rueidis.Client, w *process, want int) map[strin
 	return facts
 }
 
-// TestWorkerAppliesReplayedFetchPolicy checks SPEC 7 "Floor per host" and
-// "Policy stream" end to end: policies published on content.fetch-policy
-// before the worker starts (with the binary's own `policy` subcommand) are
-// replayed before the first command is consumed, and then pace each host by
-// its published floor instead of REPLICATOR_MIN_HOST_INTERVAL_SECONDS:
+// TestWorkerAppliesReplayedFetchPolicy checks per-host floors and the policy
+// stream (README, Streams and frames) end to end: policies published on
+// content.fetch-policy before the worker starts (with the binary's own
+// `policy` subcommand) are replayed before the first command is consumed,
+// and then pace each host by its published floor instead of
+// REPLICATOR_MIN_HOST_INTERVAL_SECONDS:
 //
 //   - slow.test, published 1.5 s (above the default floor of 0.8 s): its
 //     requests reach the origin at least 1.5 s apart, from the very first
@@ -99,7 +100,7 @@ func TestWorkerAppliesReplayedFetchPolicy(t *testing.T) {
 	c := redisClient(t, srv)
 
 	// Filler policies for other hosts go first, so the replay takes many
-	// batches (400 of policy.DefaultBatchSize entries).
+	// batches (400 of fleet.DefaultBatchSize entries).
 	const fillers = 200000
 	fields, err := envelope.ToWire(&envelope.FetchPolicyState{SchemaVersion: envelope.SchemaVersion, OccurredAt: time.Now(),
 		Host: "filler-nnnn.test", MinIntervalSeconds: envelope.Ptr(5.0)})
@@ -243,21 +244,21 @@ func wiringBody(w http.ResponseWriter, r *http.Request) {
 }
 
 // TestWorkerAppliesSettings runs one worker with unusual values of four
-// settings and checks each reaches what it governs (SPEC 9 names them;
+// settings and checks each reaches what it governs (README, Configuration, names them;
 // an applied default would pass none of these checks):
 //
-//   - REPLICATOR_MAX_BLOB_BYTES=1000 (SPEC 4.8 "Size"): a body of exactly
+//   - REPLICATOR_MAX_BLOB_BYTES=1000 (README, Failure taxonomy): a body of exactly
 //     1000 bytes is stored, one of 1001 is fetch_failed too_large, whether
 //     announced by Content-Length, streamed without one, or gzip-encoded
 //     (the ceiling counts decoded bytes); too_large is permanent, so it is
 //     dead-lettered, sets no dedupe key, and stores nothing.
-//   - REPLICATOR_BLOB_TTL_SECONDS=12345 (SPEC 8): blob_expires_at is the
+//   - REPLICATOR_BLOB_TTL_SECONDS=12345: blob_expires_at is the
 //     time read before the store + 12345 s, so it lies between the
 //     command's publication and fetched_at (shifted by the TTL), and is
 //     never later than the blob file's mtime + TTL, when the sweep reaps it.
-//   - REPLICATOR_DEDUPE_TTL_SECONDS=4321 (SPEC 3.5 "success"): the key
+//   - REPLICATOR_DEDUPE_TTL_SECONDS=4321: the key
 //     replicator:cmd:fetch:<command_id> of each stored command lives 4321 s.
-//   - REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS=7 (SPEC 5): timeout_seconds 7.5
+//   - REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS=7: timeout_seconds 7.5
 //     ("over" the ceiling) is refused with invalid_request_options before
 //     anything reaches the origin; 7 (at it) and 6.5 are fetched.
 func TestWorkerAppliesSettings(t *testing.T) {
@@ -311,7 +312,7 @@ func TestWorkerAppliesSettings(t *testing.T) {
 		"REPLICATOR_CONSUMER_START_ID=0", // the commands were queued before the group existed
 	), "worker")
 	facts := wiringFacts(t, c, w, len(commands))
-	// Every permanent failure is dead-lettered after its fact (SPEC 3.5).
+	// Every permanent failure is dead-lettered after its fact (README, Failure taxonomy).
 	failures := 0
 	for _, f := range facts {
 		if _, ok := f.(*envelope.FetchFailed); ok {

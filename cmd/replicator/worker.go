@@ -25,6 +25,7 @@ import (
 	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/gcs"
 	"github.com/replicator-go/replicator/sink/local"
@@ -143,7 +144,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}()
 
 	table := policy.NewTable()
-	reader := policy.NewReader(client, table, policy.ReaderOptions{
+	reader := fleet.NewReader(client, table, fleet.ReaderOptions{
 		Block:       cfg.ReadBlock,
 		BackoffBase: cfg.ErrorBackoffBase,
 		BackoffMax:  cfg.ErrorBackoffMax,
@@ -165,13 +166,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// bound; the lease only outlives a worker that died in between.
 	lease := cfg.MaxFetchTime
 	fallback := policy.NewLocal(policy.LocalOptions{DefaultInterval: interval, Floors: table, Lease: lease})
-	pacer := policy.NewRedis(client, policy.RedisOptions{
-		DefaultInterval: interval,
-		Floors:          table,
-		Fallback:        fallback,
-		Logger:          log,
-		Lease:           lease,
-	})
+	pacer := fleet.NewPacer(client, fleet.PacerOptions{Fallback: fallback, Logger: log})
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "replicator_pacer_tracked_hosts",
 		Help: "Hosts whose spacing or escalation this worker currently tracks.",

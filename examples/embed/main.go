@@ -140,13 +140,12 @@ func applyFloor(t *policy.Table, v string) error {
 	if !ok || host == "" || err != nil || s < 0 || math.IsNaN(s) || math.IsInf(s, 0) {
 		return errors.New("want HOST=SECONDS, SECONDS a number ≥ 0")
 	}
-	t.Apply(&envelope.FetchPolicyState{
+	return t.Apply(&envelope.FetchPolicyState{
 		SchemaVersion:      envelope.SchemaVersion,
 		OccurredAt:         time.Now().UTC(),
 		Host:               strings.ToLower(host),
 		MinIntervalSeconds: &s,
 	})
-	return nil
 }
 
 // poller fetches a set of URLs into its table.

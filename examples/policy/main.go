@@ -35,6 +35,7 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/policy/fleet"
 )
 
 func main() {
@@ -133,7 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			id, err := publish(ctx, client, m)
 			if err != nil {
-				fmt.Fprintf(stderr, "policy: publishing to %s: %v\n", policy.DefaultPolicyStream, err)
+				fmt.Fprintf(stderr, "policy: publishing to %s: %v\n", fleet.DefaultPolicyStream, err)
 				return 1
 			}
 			fmt.Fprintf(stdout, "published %s host=%s min_interval_seconds=%s revoked=%t entry_id=%s\n",
@@ -143,11 +144,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	table, applied, err := replay(ctx, client)
 	if err != nil {
-		fmt.Fprintf(stderr, "policy: replaying %s: %v\n", policy.DefaultPolicyStream, err)
+		fmt.Fprintf(stderr, "policy: replaying %s: %v\n", fleet.DefaultPolicyStream, err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "a worker replaying %s now applies (%d frames applied, %d hosts with a policy):\n",
-		policy.DefaultPolicyStream, applied, table.Len())
+		fleet.DefaultPolicyStream, applied, table.Len())
 	for _, h := range hosts {
 		if floor, ok := table.Floor(h); ok {
 			fmt.Fprintf(stdout, "  %-30s %v apart (published)\n", h, floor)
@@ -164,7 +165,7 @@ func publish(ctx context.Context, client rueidis.Client, m envelope.Model) (stri
 	if err != nil {
 		return "", err
 	}
-	b := client.B().Xadd().Key(policy.DefaultPolicyStream).Id("*").FieldValue()
+	b := client.B().Xadd().Key(fleet.DefaultPolicyStream).Id("*").FieldValue()
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		b = b.FieldValue(k, fields[k])
 	}
@@ -176,7 +177,7 @@ func publish(ctx context.Context, client rueidis.Client, m envelope.Model) (stri
 func replay(ctx context.Context, client rueidis.Client) (*policy.Table, int64, error) {
 	table := policy.NewTable()
 	ctx, cancel := context.WithCancel(ctx)
-	r := policy.NewReader(client, table, policy.ReaderOptions{
+	r := fleet.NewReader(client, table, fleet.ReaderOptions{
 		Block:  100 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler),
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/sink/memory"
 )
 
@@ -83,7 +84,7 @@ func TestPolicy(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d, want 0", code)
 		}
-		entries, err := client.Do(ctx, client.B().Xrange().Key(policy.DefaultPolicyStream).Start("-").End("+").Build()).AsXRange()
+		entries, err := client.Do(ctx, client.B().Xrange().Key(fleet.DefaultPolicyStream).Start("-").End("+").Build()).AsXRange()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,9 +141,9 @@ func TestPolicy(t *testing.T) {
 	})
 
 	t.Run("show publishes nothing", func(t *testing.T) {
-		before, _ := client.Do(ctx, client.B().Xlen().Key(policy.DefaultPolicyStream).Build()).AsInt64()
+		before, _ := client.Do(ctx, client.B().Xlen().Key(fleet.DefaultPolicyStream).Build()).AsInt64()
 		code, out := runPolicy(t, "--redis-url", r.URL(), "show", "localhost", "127.0.0.1")
-		after, _ := client.Do(ctx, client.B().Xlen().Key(policy.DefaultPolicyStream).Build()).AsInt64()
+		after, _ := client.Do(ctx, client.B().Xlen().Key(fleet.DefaultPolicyStream).Build()).AsInt64()
 		if code != 0 || before != after {
 			t.Errorf("exit %d, stream %d → %d entries; want 0 and no change", code, before, after)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/guard"
-	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/sink/local"
 )
 
@@ -43,10 +43,10 @@ func ExampleWorker() {
 	}
 	fetcher := fetch.New(fetch.Options{
 		Guard:   guard.New(guard.Options{}),
-		Pacer:   policy.NewRedis(client, policy.RedisOptions{Logger: log}), // spacing shared by the fleet
-		Slots:   fetch.NewSlots(concurrency),                               // requests in flight
-		MaxWait: readBlock,                                                 // longer waits park the command
-		Stop:    ctx.Done(),                                                // shutdown cuts pacing waits short
+		Pacer:   fleet.NewPacer(client, fleet.PacerOptions{Logger: log}), // spacing shared by the fleet
+		Slots:   fetch.NewSlots(concurrency),                             // requests in flight
+		MaxWait: readBlock,                                               // longer waits park the command
+		Stop:    ctx.Done(),                                              // shutdown cuts pacing waits short
 		Logger:  log,
 	})
 	defer fetcher.Close()

@@ -1,4 +1,4 @@
-package policy
+package fleet
 
 import (
 	"context"
@@ -11,16 +11,24 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/policy"
 )
 
-// Reader defaults.
+// Reader defaults, for the zero fields of ReaderOptions.
 const (
+	// DefaultPolicyStream is the policy stream's key, content.fetch-policy.
 	DefaultPolicyStream = "content.fetch-policy"
-	DefaultBatchSize    = 500
-	DefaultBlock        = 5 * time.Second
-	DefaultMaxSkips     = 100
-	DefaultBackoffBase  = time.Second
-	DefaultBackoffMax   = 30 * time.Second
+	// DefaultBatchSize is how many entries one read asks for.
+	DefaultBatchSize = 500
+	// DefaultBlock is how long one tailing XREAD waits.
+	DefaultBlock = 5 * time.Second
+	// DefaultMaxSkips is the run of undecodable frames that pauses the
+	// reader.
+	DefaultMaxSkips = 100
+	// DefaultBackoffBase is the first wait after a failed read.
+	DefaultBackoffBase = time.Second
+	// DefaultBackoffMax is the longest wait after failed reads.
+	DefaultBackoffMax = 30 * time.Second
 )
 
 // ReaderOptions configures a Reader. The zero value is valid and means the
@@ -51,7 +59,7 @@ type ReaderOptions struct {
 	Logger *slog.Logger
 }
 
-// Reader keeps a Table up to date from the policy stream: it replays the
+// Reader keeps a policy.Table up to date from the policy stream: it replays the
 // stream from its first entry in batches, then tails it with blocking XREAD
 // from the last entry it saw. It uses no consumer group (every worker needs
 // every frame), acknowledges nothing and dead-letters nothing.
@@ -60,7 +68,7 @@ type ReaderOptions struct {
 // for concurrent use.
 type Reader struct {
 	client rueidis.Client
-	table  *Table
+	table  *policy.Table
 	opts   ReaderOptions
 	log    *slog.Logger
 
@@ -75,7 +83,7 @@ type Reader struct {
 }
 
 // NewReader returns a Reader that applies client's policy stream to table.
-func NewReader(client rueidis.Client, table *Table, opts ReaderOptions) *Reader {
+func NewReader(client rueidis.Client, table *policy.Table, opts ReaderOptions) *Reader {
 	if opts.Stream == "" {
 		opts.Stream = DefaultPolicyStream
 	}
@@ -230,10 +238,32 @@ func (r *Reader) handle(e rueidis.XRangeEntry) bool {
 		r.log.Warn("skipping a malformed frame on the fetch policy stream", "id", e.ID, "error", err)
 		return false
 	}
-	if r.table.apply(m, r.log) {
+	switch err := r.table.Apply(m); {
+	case err == nil:
 		r.applied.Add(1)
+		r.logApplied(m)
+	case errors.Is(err, policy.ErrStale):
+		// A replay meets these whenever a host was republished.
+		r.log.Info("ignoring a fetch policy older than the one already applied", "id", e.ID, "error", err)
+	default:
+		r.log.Warn("ignoring a frame on the fetch policy stream", "id", e.ID, "error", err)
 	}
 	return true
+}
+
+// logApplied logs, at DEBUG, what an applied frame put in force.
+func (r *Reader) logApplied(m envelope.Model) {
+	if !r.log.Enabled(context.Background(), slog.LevelDebug) {
+		return // a replay applies thousands; skip the HostKey
+	}
+	p := m.(*envelope.FetchPolicyState) // Apply accepts nothing else
+	host := policy.HostKey(p.Host)
+	if p.Revoked {
+		r.log.Debug("revoked a host fetch policy; it falls back to the default", "host", host)
+		return
+	}
+	d, _ := r.table.Floor(host)
+	r.log.Debug("applied a host fetch policy", "host", host, "min_interval_seconds", d.Seconds())
 }
 
 // readRange reads the next batch of the replay with XRANGE, after cursor.

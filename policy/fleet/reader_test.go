@@ -1,4 +1,4 @@
-package policy
+package fleet
 
 import (
 	"context"
@@ -13,7 +13,31 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/policy"
 )
+
+var stamp0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// published is a live fetch_policy_state for host, stamped sec seconds after
+// stamp0.
+func published(host string, interval float64, sec int) *envelope.FetchPolicyState {
+	return &envelope.FetchPolicyState{
+		SchemaVersion:      envelope.SchemaVersion,
+		OccurredAt:         stamp0.Add(time.Duration(sec) * time.Second),
+		Host:               host,
+		MinIntervalSeconds: &interval,
+	}
+}
+
+// revoked is a tombstone for host, stamped sec seconds after stamp0.
+func revoked(host string, sec int) *envelope.FetchPolicyState {
+	return &envelope.FetchPolicyState{
+		SchemaVersion: envelope.SchemaVersion,
+		OccurredAt:    stamp0.Add(time.Duration(sec) * time.Second),
+		Host:          host,
+		Revoked:       true,
+	}
+}
 
 // frame encodes m as the stream entry a producer would XADD.
 func frame(t testing.TB, m envelope.Model) map[string]string {
@@ -57,7 +81,7 @@ func xadd(t testing.TB, client rueidis.Client, stream string, entries ...map[str
 
 // startReader runs a reader until the test ends, and returns it with a
 // channel that receives after every batch it applies.
-func startReader(t *testing.T, client rueidis.Client, tab *Table, opts ReaderOptions) (*Reader, <-chan struct{}) {
+func startReader(t *testing.T, client rueidis.Client, tab *policy.Table, opts ReaderOptions) (*Reader, <-chan struct{}) {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -126,7 +150,7 @@ func TestReaderReplayLosesNothingAroundAPoisonFrame(t *testing.T) {
 	entries = append(entries, frame(t, revoked("h3.test", 1)))
 	xadd(t, client, DefaultPolicyStream, entries...)
 
-	tab := NewTable()
+	tab := policy.NewTable()
 	r, _ := startReader(t, client, tab, ReaderOptions{BatchSize: 500, Block: 200 * time.Millisecond})
 	waitReplayed(t, r, 60*time.Second)
 
@@ -166,7 +190,7 @@ func TestReaderTailAppliesWithinOneBlock(t *testing.T) {
 	const block = 2 * time.Second
 	xadd(t, client, "test.policy", frame(t, published("old.test", 5, 0)))
 
-	tab := NewTable()
+	tab := policy.NewTable()
 	r, batches := startReader(t, client, tab, ReaderOptions{Stream: "test.policy", Block: block})
 	waitReplayed(t, r, 10*time.Second)
 	if d, ok := tab.Floor("old.test"); !ok || d != 5*time.Second {
@@ -197,7 +221,7 @@ func TestReaderSurvivesRedisRestart(t *testing.T) {
 	client := newClient(t, srv.Addr)
 	xadd(t, client, DefaultPolicyStream, frame(t, published("a.test", 5, 0)))
 	log, logs := testLogger()
-	tab := NewTable()
+	tab := policy.NewTable()
 	r, batches := startReader(t, client, tab, ReaderOptions{
 		Block: 300 * time.Millisecond, BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Logger: log,
 	})
@@ -252,7 +276,7 @@ func TestReaderRunsOfMalformedFrames(t *testing.T) {
 	entries = append(entries, frame(t, published("after.test", 3, 0)))
 	xadd(t, client, DefaultPolicyStream, entries...)
 
-	tab := NewTable()
+	tab := policy.NewTable()
 	r, batches := startReader(t, client, tab, ReaderOptions{MaxSkips: 3, Block: 100 * time.Millisecond, BatchSize: 2})
 	// Three in a row end the replay early rather than holding the worker.
 	waitReplayed(t, r, 10*time.Second)
@@ -272,7 +296,7 @@ func TestReaderErrorReplyEndsTheReplay(t *testing.T) {
 	if got, err := srv.Do("SET", DefaultPolicyStream, "not a stream"); err != nil || got != "+OK" {
 		t.Fatalf("SET: %q, %v", got, err)
 	}
-	tab := NewTable()
+	tab := policy.NewTable()
 	r, batches := startReader(t, client, tab, ReaderOptions{
 		Block: 100 * time.Millisecond, BackoffBase: 20 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 	})
@@ -294,7 +318,7 @@ func TestReaderReplayWaitsForRedis(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	client := newClient(t, srv.Addr)
 	srv.Stop()
-	tab := NewTable()
+	tab := policy.NewTable()
 	r, _ := startReader(t, client, tab, ReaderOptions{
 		Block: 100 * time.Millisecond, BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
 	})
@@ -312,7 +336,7 @@ func TestReaderReplayWaitsForRedis(t *testing.T) {
 func TestReaderRunStopsPromptlyWhileBlocked(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	client := newClient(t, srv.Addr)
-	r := NewReader(client, NewTable(), ReaderOptions{Block: 30 * time.Second})
+	r := NewReader(client, policy.NewTable(), ReaderOptions{Block: 30 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -325,5 +349,42 @@ func TestReaderRunStopsPromptlyWhileBlocked(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run still blocked 5s after its context was cancelled")
+	}
+}
+
+// TestReaderLogsWhatItIgnores: an applied frame is logged at DEBUG, one
+// older than the policy in force at INFO (a replay meets those routinely),
+// and any other ignored frame at WARN, each with its entry's id.
+func TestReaderLogsWhatItIgnores(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	client := newClient(t, srv.Addr)
+	xadd(t, client, DefaultPolicyStream,
+		frame(t, published("a.test", 5, 10)),
+		frame(t, revoked("b.test", 0)),
+		frame(t, published("a.test", 2, 0)), // older than the first
+		frame(t, &envelope.BlobAvailable{OccurredAt: stamp0, ContentFingerprint: "ab", BlobURI: "file:///x",
+			MediaType: "text/plain", URL: "https://h1.test/", CommandID: "c", InfoSourceID: "i"}),
+	)
+	log, logs := testLogger()
+	r, _ := startReader(t, client, policy.NewTable(), ReaderOptions{Block: 100 * time.Millisecond, Logger: log})
+	waitReplayed(t, r, 10*time.Second)
+
+	for _, want := range []struct {
+		level, msg string
+	}{
+		{"DEBUG", `msg="applied a host fetch policy" stream=content.fetch-policy host=a.test min_interval_seconds=5`},
+		{"DEBUG", `msg="revoked a host fetch policy; it falls back to the default" stream=content.fetch-policy host=b.test`},
+		{"INFO", `msg="ignoring a fetch policy older than the one already applied"`},
+		{"WARN", `msg="ignoring a frame on the fetch policy stream"`},
+	} {
+		if n := logs.Count("level=" + want.level + " " + want.msg); n != 1 {
+			t.Errorf("%d lines at %s with %s; want 1\n%s", n, want.level, want.msg, logs)
+		}
+	}
+	if n := logs.Count("level=WARN"); n != 1 {
+		t.Errorf("%d WARN lines; want 1\n%s", n, logs)
+	}
+	if got := r.Applied(); got != 2 {
+		t.Errorf("Applied() = %d; want 2", got)
 	}
 }

@@ -1,4 +1,4 @@
-package policy
+package fleet
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/policy/internal/pacertest"
 )
 
 // newClient connects to a test server or cluster and closes the client when
@@ -25,28 +27,36 @@ func newClient(t testing.TB, addrs ...string) rueidis.Client {
 	return c
 }
 
-// redisDecider plays steps against the Redis pacer; it ignores the step's
-// time, since the script reads the server's clock.
-type redisDecider struct{ *Redis }
+// decider plays the decision cases on the fleet pacer; it ignores the
+// step's time, since the script reads the server's clock.
+type decider struct{ *Pacer }
 
-func (d redisDecider) reserve(_ time.Time, host string, maxWait time.Duration) (Reservation, error) {
+func (d decider) ReserveAt(_ time.Time, host string, maxWait time.Duration) (policy.Reservation, error) {
 	return d.Reserve(context.Background(), host, maxWait)
 }
 
-func (d redisDecider) refused(_ time.Time, host string, retryAfter time.Duration) (time.Duration, error) {
+func (d decider) RefusedAt(_ time.Time, host string, retryAfter time.Duration) (time.Duration, error) {
 	return d.Refused(context.Background(), host, retryAfter)
 }
 
-func (d redisDecider) sent(_ time.Time, host string) error { return d.Sent(context.Background(), host) }
+func (d decider) SentAt(_ time.Time, host string) error { return d.Sent(context.Background(), host) }
+
+const long = time.Hour // a maxWait that never parks
+
+// near allows a wait up to slack short (the calls took time) and a
+// millisecond long (the clock mapping's error), as the decision cases do.
+func near(got, want, slack time.Duration) bool {
+	return got <= want+time.Millisecond && got >= want-slack
+}
 
 func testLogger() (*slog.Logger, *testenv.LogBuffer) {
 	buf := &testenv.LogBuffer{}
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 
-// TestRedisPacer runs the Redis pacer against a single server and against a
+// TestPacer runs the fleet pacer against a single server and against a
 // three-master cluster.
-func TestRedisPacer(t *testing.T) {
+func TestPacer(t *testing.T) {
 	single := testenv.StartRedis(t)
 	cluster := testenv.StartCluster(t)
 	backends := []struct {
@@ -60,16 +70,15 @@ func TestRedisPacer(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			client := newClient(t, be.addrs...)
 			t.Run("decisions match Local", func(t *testing.T) {
-				for i, c := range decisionCases {
-					if !c.clockFree() {
+				for i, c := range pacertest.Cases {
+					if !c.ClockFree() {
 						continue
 					}
-					t.Run(c.name, func(t *testing.T) {
-						runDecisions(t, c, 200*time.Millisecond, func(tab *Table) decider {
-							return redisDecider{NewRedis(client, RedisOptions{
-								DefaultInterval: c.def,
-								Floors:          tab,
-								KeyPrefix:       fmt.Sprintf("test:decisions:%d:", i),
+					t.Run(c.Name, func(t *testing.T) {
+						pacertest.Run(t, c, 200*time.Millisecond, func(opts policy.LocalOptions) pacertest.Decider {
+							return decider{NewPacer(client, PacerOptions{
+								Fallback:  policy.NewLocal(opts),
+								KeyPrefix: fmt.Sprintf("test:decisions:%d:", i),
 							})}
 						})
 					})
@@ -92,8 +101,8 @@ func TestRedisPacer(t *testing.T) {
 // and escalate one host together.
 func testSharedState(t *testing.T, c1, c2 rueidis.Client) {
 	ctx := context.Background()
-	opts := RedisOptions{KeyPrefix: "test:shared:"}
-	p1, p2 := NewRedis(c1, opts), NewRedis(c2, opts)
+	opts := PacerOptions{KeyPrefix: "test:shared:"}
+	p1, p2 := NewPacer(c1, opts), NewPacer(c2, opts)
 
 	r, err := p1.Reserve(ctx, "a.test", long)
 	if err != nil || !r.OK || r.Wait != 0 {
@@ -132,8 +141,10 @@ func testSharedState(t *testing.T, c1, c2 rueidis.Client) {
 // refusal escalates it, and that the escalation then binds every pacer.
 func testUnspacedHost(t *testing.T, c1, c2 rueidis.Client) {
 	ctx := context.Background()
-	opts := RedisOptions{KeyPrefix: "test:unspaced:", DefaultInterval: None}
-	p1, p2 := NewRedis(c1, opts), NewRedis(c2, opts)
+	newPacer := func(c rueidis.Client) *Pacer {
+		return NewPacer(c, PacerOptions{KeyPrefix: "test:unspaced:", Fallback: policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None})})
+	}
+	p1, p2 := newPacer(c1), newPacer(c2)
 	exists := func() int64 {
 		t.Helper()
 		n, err := c1.Do(ctx, c1.B().Exists().Key(p1.Key("u.test")).Build()).AsInt64()
@@ -153,12 +164,12 @@ func testUnspacedHost(t *testing.T, c1, c2 rueidis.Client) {
 		t.Fatal("an unspaced host with no escalation has a key")
 	}
 	got, err := p2.Refused(ctx, "u.test", 0)
-	if err != nil || got != EscalationFirstStep {
-		t.Fatalf("Refused = %v, %v; want the first escalation step %v", got, err, EscalationFirstStep)
+	if err != nil || got != policy.EscalationFirstStep {
+		t.Fatalf("Refused = %v, %v; want the first escalation step %v", got, err, policy.EscalationFirstStep)
 	}
 	r, err := p1.Reserve(ctx, "u.test", long)
-	if err != nil || !r.OK || r.Interval != EscalationFirstStep || !near(r.Wait, EscalationFirstStep, 200*time.Millisecond) {
-		t.Fatalf("Reserve after another pacer's refusal = %+v, %v; want a slot %v out", r, err, EscalationFirstStep)
+	if err != nil || !r.OK || r.Interval != policy.EscalationFirstStep || !near(r.Wait, policy.EscalationFirstStep, 200*time.Millisecond) {
+		t.Fatalf("Reserve after another pacer's refusal = %+v, %v; want a slot %v out", r, err, policy.EscalationFirstStep)
 	}
 }
 
@@ -166,7 +177,7 @@ func testUnspacedHost(t *testing.T, c1, c2 rueidis.Client) {
 // and escalation plus the grace, and no more.
 func testKeyExpiry(t *testing.T, client rueidis.Client) {
 	ctx := context.Background()
-	p := NewRedis(client, RedisOptions{KeyPrefix: "test:expiry:"})
+	p := NewPacer(client, PacerOptions{KeyPrefix: "test:expiry:"})
 	pttl := func(host string) time.Duration {
 		t.Helper()
 		ms, err := client.Do(ctx, client.B().Pttl().Key(p.Key(host)).Build()).AsInt64()
@@ -178,7 +189,7 @@ func testKeyExpiry(t *testing.T, client rueidis.Client) {
 	if _, err := p.Reserve(ctx, "a.test", long); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := pttl("a.test"), DefaultLease+keyGrace; got > want || got < want-time.Second {
+	if got, want := pttl("a.test"), policy.DefaultLease+keyGrace; got > want || got < want-time.Second {
 		t.Errorf("TTL while a request holds the lease = %v; want about %v", got, want)
 	}
 	if err := p.Sent(ctx, "a.test"); err != nil {
@@ -190,20 +201,20 @@ func testKeyExpiry(t *testing.T, client rueidis.Client) {
 	if _, err := p.Refused(ctx, "a.test", 0); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := pttl("a.test"), EscalationReset+keyGrace; got > want || got < want-time.Second {
+	if got, want := pttl("a.test"), policy.EscalationReset+keyGrace; got > want || got < want-time.Second {
 		t.Errorf("TTL after a refusal = %v; want about %v (the quiet window)", got, want)
 	}
 }
 
-// TestRedisFallsBackToLocal stops the server under a pacer and starts it
+// TestPacerFallsBackToLocal stops the server under a pacer and starts it
 // again: decisions continue from the local fallback, which remembers the
 // fleet's last decision, with one WARN on the way down and one INFO on the
 // way back.
-func TestRedisFallsBackToLocal(t *testing.T) {
+func TestPacerFallsBackToLocal(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	client := newClient(t, srv.Addr)
 	log, logs := testLogger()
-	p := NewRedis(client, RedisOptions{Logger: log, Timeout: 500 * time.Millisecond})
+	p := NewPacer(client, PacerOptions{Logger: log, Timeout: 500 * time.Millisecond})
 	ctx := context.Background()
 
 	if r, err := p.Reserve(ctx, "a.test", long); err != nil || !r.OK {
@@ -258,14 +269,14 @@ func TestRedisFallsBackToLocal(t *testing.T) {
 	}
 }
 
-// TestRedisClusterNodeOutage stops the master owning a host's slot: that
+// TestPacerClusterNodeOutage stops the master owning a host's slot: that
 // host falls back to the local pacer, and fleet pacing resumes once the node
 // is back.
-func TestRedisClusterNodeOutage(t *testing.T) {
+func TestPacerClusterNodeOutage(t *testing.T) {
 	cluster := testenv.StartCluster(t)
 	client := newClient(t, cluster.Addrs...)
 	log, logs := testLogger()
-	p := NewRedis(client, RedisOptions{Logger: log, Timeout: 500 * time.Millisecond})
+	p := NewPacer(client, PacerOptions{Logger: log, Timeout: 500 * time.Millisecond})
 	ctx := context.Background()
 
 	if _, err := p.Reserve(ctx, "a.test", long); err != nil {

@@ -1,4 +1,4 @@
-package policy
+package fleet
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/policy"
 )
 
 // fleetRequest is one request the workers sent, as the origin saw it.
@@ -69,8 +70,10 @@ func TestFleetPolitenessAtAnOrigin(t *testing.T) {
 		window   = 5 * time.Second
 		noise    = 5 * time.Millisecond
 	)
-	tab := NewTable()
-	tab.Apply(published("slow.test", 0.25, 0))
+	tab := policy.NewTable()
+	if err := tab.Set("slow.test", 250*time.Millisecond, stamp0); err != nil {
+		t.Fatal(err)
+	}
 	floors := map[string]time.Duration{"busy.test": interval, "other.test": interval, "slow.test": 250 * time.Millisecond}
 	// Each worker runs several handlers at once, as the real one does; two
 	// per worker on busy.test keep it backlogged.
@@ -93,11 +96,12 @@ func TestFleetPolitenessAtAnOrigin(t *testing.T) {
 	defer cancel()
 	var (
 		wg     sync.WaitGroup
-		pacers []*Redis
+		pacers []*Pacer
 	)
 	for range 3 {
-		pacer := NewRedis(newClient(t, srv.Addr), RedisOptions{
-			DefaultInterval: spacing(interval), Floors: tab, KeyPrefix: "test:fleet:",
+		pacer := NewPacer(newClient(t, srv.Addr), PacerOptions{
+			Fallback:  policy.NewLocal(policy.LocalOptions{DefaultInterval: interval, Floors: tab}),
+			KeyPrefix: "test:fleet:",
 		})
 		pacers = append(pacers, pacer)
 		httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: len(handlers)}}
