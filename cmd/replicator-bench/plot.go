@@ -32,7 +32,7 @@ const (
 	plotW      = 720
 	plotH      = 610
 	plotLeft   = 84
-	plotRight  = plotW - 32
+	plotRight  = plotW - 44
 	tpTop      = 88  // throughput panel
 	tpBottom   = 358 //
 	rssTop     = 438 // peak RSS panel
@@ -120,7 +120,11 @@ func writeLatencyPlot(w io.Writer, p lbPlot) error {
 			if pt.bare > 0 {
 				label += fmt.Sprintf(", bare %.0f%%", 100*pt.bare/pt.ideal)
 			}
-			s.text(x(pt.ideal)-10, yTP(max(pt.worker, pt.bare))-10, `text-anchor="end" fill="#333333"`, label)
+			lo, hi := pt.worker, pt.worker
+			if pt.bare > 0 {
+				lo, hi = min(lo, pt.bare), max(hi, pt.bare)
+			}
+			s.label(x(pt.ideal), yTP(hi), yTP(lo), label)
 		}
 	}
 	s.axisLabels("throughput", tpTop, tpBottom, "commands per second (log scale)")
@@ -151,15 +155,16 @@ func writeLatencyPlot(w io.Writer, p lbPlot) error {
 		func(pt lbPlotPoint) string {
 			return fmt.Sprintf("worker, %d in flight: peak RSS %.1f MiB", pt.concurrency, mibf(pt.workerRSS))
 		})
+	// The figures in a caption above the panel: labels at the points
+	// would cross the lines.
+	var wr, br, cs []string
 	for _, pt := range p.points {
-		if pt.workerRSS > 0 {
-			label := fmt.Sprintf("worker %.0f MiB", mibf(pt.workerRSS))
-			if pt.bareRSS > 0 {
-				label += fmt.Sprintf(", bare %.0f MiB", mibf(pt.bareRSS))
-			}
-			s.text(x(pt.ideal)-10, yRSS(max(mibf(pt.workerRSS), mibf(pt.bareRSS)))-8, `text-anchor="end" fill="#333333"`, label)
-		}
+		wr = append(wr, fmt.Sprintf("%.0f", mibf(pt.workerRSS)))
+		br = append(br, fmt.Sprintf("%.0f", mibf(pt.bareRSS)))
+		cs = append(cs, strconv.Itoa(pt.concurrency))
 	}
+	s.text(plotLeft, rssTop-10, `id="rss-caption" fill="#333333"`, fmt.Sprintf("peak RSS at %s in flight: worker %s MiB; bare loop %s MiB",
+		strings.Join(cs, " / "), strings.Join(wr, " / "), strings.Join(br, " / ")))
 	s.axisLabels("rss", rssTop, rssBottom, "peak RSS (MiB)")
 	s.f("</g>\n</svg>\n")
 	if s.err != nil {
@@ -191,6 +196,18 @@ func (s *svg) text(x, y float64, attrs, body string) {
 		attrs = " " + attrs
 	}
 	s.f(`<text x="%.1f" y="%.1f"%s>%s</text>`+"\n", x, y, attrs, b.String())
+}
+
+// label annotates the markers at x, the highest at top and the lowest
+// at bottom, of rising lines: above and to the left in the right half of
+// the plot, below and to the right in the left half, so it neither leaves
+// the image nor crosses the lines.
+func (s *svg) label(x, top, bottom float64, body string) {
+	if x > (plotLeft+plotRight)/2 {
+		s.text(x-10, top-10, `text-anchor="end" fill="#333333"`, body)
+	} else {
+		s.text(x+10, bottom+20, `fill="#333333"`, body)
+	}
 }
 
 func (s *svg) line(x1, y1, x2, y2 float64, color, dash string, width float64) {

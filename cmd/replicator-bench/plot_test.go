@@ -123,7 +123,7 @@ func TestWriteLatencyPlot(t *testing.T) {
 		"one run <shared machine> & noisy", // escaped on the way out, whole on the way in
 		"worker", "bare loop", "ideal: y = x",
 		"1024 in flight: worker 97%, bare 99%",
-		"worker 95 MiB, bare 60 MiB",
+		"peak RSS at 16 / 256 / 1024 in flight: worker 20 / 40 / 95 MiB; bare loop 12 / 25 / 60 MiB",
 		"worker, 1024 in flight: 1,990 commands/s, 97.2% of 2,048",
 		"bare loop, 16 in flight: peak RSS 12.0 MiB",
 		"10", "100", "1,000", "10,000", // the log ticks from 32 to 2,048
