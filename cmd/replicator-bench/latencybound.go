@@ -65,10 +65,10 @@ type lbSide struct {
 	// The origin's view: most requests it held at once, their mean over
 	// the steady window, connections it accepted, and how late its timers
 	// woke past the delay.
-	originPeak      int64
-	originMean      float64
-	conns           int
-	lateMax, lateMn time.Duration
+	originPeak        int64
+	originMean        float64
+	conns             int
+	lateMax, lateMean time.Duration
 }
 
 // perCommand is s seconds of CPU divided over the side's commands.
@@ -285,6 +285,10 @@ func (d *delayedOrigin) lateMean() time.Duration {
 	return 0
 }
 
+// runLatencyBound runs the sweep -runs times: at each concurrency the
+// worker, then the bare loop, each over its own queued load and a fresh
+// delayed origin; it prints every point, the medians, the bar at
+// lbBarConcurrency, and writes the plot of the medians.
 func runLatencyBound(ctx context.Context, b *bench) error {
 	delay := b.o.delay
 	sweep, err := b.lbSweep()
@@ -296,7 +300,7 @@ func runLatencyBound(ctx context.Context, b *bench) error {
 		delay, h, b.o.bodySize, b.dir)
 	fmt.Fprintf(b.out, "sweep of REPLICATOR_CONCURRENCY %s (the bare loop with as many GETs in flight); all commands queued first;\n",
 		ints(sweep))
-	fmt.Fprintf(b.out, "commands/s counted between the end of the first and of the last-but-one wave of completions (one wave = concurrency commands)\n")
+	fmt.Fprintf(b.out, "commands/s counted from the end of the first wave of completions to the end of the last-but-one (a wave: concurrency commands)\n")
 	for _, c := range sweep {
 		if h*maxActivePerHost < c {
 			fmt.Fprintf(b.out, "warning: %d hosts × %d requests per host < %d in flight: the worker cannot reach that concurrency\n",
@@ -405,7 +409,7 @@ func medianPoint(ps []lbPoint) lbPoint {
 			originMean: f(func(s lbSide) float64 { return s.originMean }),
 			conns:      int(f(func(s lbSide) float64 { return float64(s.conns) })),
 			lateMax:    time.Duration(f(func(s lbSide) float64 { return float64(s.lateMax) })),
-			lateMn:     time.Duration(f(func(s lbSide) float64 { return float64(s.lateMn) })),
+			lateMean:   time.Duration(f(func(s lbSide) float64 { return float64(s.lateMean) })),
 		}
 	}
 	return lbPoint{
@@ -432,7 +436,7 @@ func printLBPoint(b *bench, p lbPoint) {
 		lbSide
 	}{{"worker", w}, {"bare", bare}} {
 		fmt.Fprintf(b.out, "        %-6s origin: in flight peak %d, steady mean %.0f; connections %d; timers late by mean %s, max %s; CPU/cmd redis %s, bench %s; failed %d\n",
-			s.name, s.originPeak, s.originMean, s.conns, ms(s.lateMn), ms(s.lateMax),
+			s.name, s.originPeak, s.originMean, s.conns, ms(s.lateMean), ms(s.lateMax),
 			us(s.perCommand(s.cpuRedis)), us(s.perCommand(s.cpuBench)), s.failed)
 	}
 }
@@ -547,7 +551,7 @@ func (b *bench) latencyBoundOnce(ctx context.Context, variant string, run, conc,
 	}
 	res.cpuRedis, res.cpuBench = b.redisCPU(ctx)-redis0, selfCPU()-bench0
 	res.originPeak, res.conns = d.peak.Load(), o.stats().conns
-	res.lateMax, res.lateMn = time.Duration(d.lateMax.Load()), d.lateMean()
+	res.lateMax, res.lateMean = time.Duration(d.lateMax.Load()), d.lateMean()
 	return res, nil
 }
 
