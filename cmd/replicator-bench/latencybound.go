@@ -36,6 +36,11 @@ const (
 	lbBarShare       = 0.9
 )
 
+// lbLateShare: an origin whose timers wake on average later than
+// delay ÷ lbLateShare past the delay is a bench short of CPU, and the
+// point says so.
+const lbLateShare = 50
+
 // parseSweep reads a comma-separated list of positive concurrencies, in
 // ascending order without repeats.
 func parseSweep(s string) ([]int, error) {
@@ -438,6 +443,10 @@ func printLBPoint(b *bench, p lbPoint) {
 		fmt.Fprintf(b.out, "        %-6s origin: in flight peak %d, steady mean %.0f; connections %d; timers late by mean %s, max %s; CPU/cmd redis %s, bench %s; failed %d\n",
 			s.name, s.originPeak, s.originMean, s.conns, ms(s.lateMean), ms(s.lateMax),
 			us(s.perCommand(s.cpuRedis)), us(s.perCommand(s.cpuBench)), s.failed)
+		if s.lateMean > p.delay/lbLateShare {
+			fmt.Fprintf(b.out, "        warning: the origin's timers woke %s late on average, over 1/%d of the delay: the bench was short of CPU, and the %s's rate is understated\n",
+				ms(s.lateMean), lbLateShare, s.name)
+		}
 	}
 }
 
