@@ -33,6 +33,7 @@ type bareSummary struct {
 	FirstNs   int64   `json:"first_ns"` // unix ns of the first ack
 	LastNs    int64   `json:"last_ns"`
 	LatencyUs []int64 `json:"latency_us"` // entry added to ack, per command
+	AckUs     []int64 `json:"ack_us"`     // each command's ack, µs after FirstNs
 	PeakRSS   int64   `json:"peak_rss"`
 
 	cpu float64 // seconds, measured by the parent
@@ -145,7 +146,7 @@ func bareLoop(redisURL, originAddr string, n, conc int) (*bareSummary, error) {
 	}
 	go func() { wg.Wait(); close(acks) }()
 
-	sum := &bareSummary{LatencyUs: make([]int64, 0, n)}
+	sum := &bareSummary{LatencyUs: make([]int64, 0, n), AckUs: make([]int64, 0, n)}
 	batch := make([]string, 0, 256)
 	for id := range acks {
 		batch = append(batch[:0], id)
@@ -169,8 +170,10 @@ func bareLoop(redisURL, originAddr string, n, conc int) (*bareSummary, error) {
 			sum.FirstNs = now.UnixNano()
 		}
 		sum.LastNs = now.UnixNano()
+		sinceFirst := (now.UnixNano() - sum.FirstNs) / 1e3
 		for _, id := range batch {
 			sum.LatencyUs = append(sum.LatencyUs, now.Sub(time.UnixMilli(entryMillis(id))).Microseconds())
+			sum.AckUs = append(sum.AckUs, sinceFirst)
 		}
 		sum.Done += len(batch)
 		if sum.Done >= n {

@@ -28,6 +28,10 @@ const (
 	group          = worker.DefaultGroup
 )
 
+// maxActivePerHost is how many requests the worker runs at once for one
+// host, so a concurrency needs at least concurrency ÷ this many hosts.
+const maxActivePerHost = fetch.DefaultMaxActivePerHost
+
 // command is one command the bench publishes.
 type command struct {
 	id      string // command_id

@@ -50,6 +50,12 @@ func modes() []mode {
 			"the worker at its default concurrency, 3 workers, and a bare loop (read, GET, ack)\n" +
 			"as the ceiling, in one run; -commands (20000) over -hosts (1000), -body-size (1024),\n" +
 			"spacing 0; ratios default/serial and default/bare", runThroughput},
+		{"latency-bound", "an origin answering every request -delay (500ms) after it arrived, -hosts (1000),\n" +
+			"spacing 0: the worker and the bare loop at each REPLICATOR_CONCURRENCY of -sweep\n" +
+			"(16,256,1024; the bare loop with as many GETs in flight), enough commands for -steady\n" +
+			"(5s) at concurrency ÷ delay; commands/s and its share of concurrency ÷ delay, peak RSS,\n" +
+			"CPU per command; bar at 1024 in flight: ≥ 90% of concurrency ÷ delay or the bare\n" +
+			"loop's share; writes an SVG plot (-plot)", runLatencyBound},
 		{"latency", "one command at a time on an idle worker: XADD to the fact being readable,\n" +
 			"-samples (200) times; p50, p90, p99", runLatency},
 		{"memory", "16 concurrent fetches of 64 MiB bodies into the local sink and into the gcs sink\n" +
@@ -100,6 +106,10 @@ type options struct {
 	interval    time.Duration
 	timeout     time.Duration
 	verbose     bool
+	delay       time.Duration // latency-bound: the origin's delay
+	sweep       string        // latency-bound: concurrencies
+	steady      time.Duration // latency-bound: steady state per point
+	plot        string        // latency-bound: the SVG's path
 }
 
 func main() {
@@ -124,16 +134,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.scratch, "scratch", "", "working `dir` for blobs and logs (default a new dir under /dev/shm, so blobs are on tmpfs)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the scratch dir (worker logs, blobs) instead of removing it")
 	fs.IntVar(&o.runs, "runs", 1, "repeat each mode `n` times and report the medians")
-	fs.IntVar(&o.commands, "commands", 0, "commands per run (default per mode: throughput 20000, crash 10000, hostile 1000)")
-	fs.IntVar(&o.hosts, "hosts", 0, "hosts the commands are spread over (default per mode: throughput 1000, crash 100)")
-	fs.IntVar(&o.bodySize, "body-size", 1024, "throughput: body `bytes` of each healthy response")
+	fs.IntVar(&o.commands, "commands", 0, "commands per run (default per mode: throughput 20000, crash 10000, hostile 1000; latency-bound: per point, enough for -steady)")
+	fs.IntVar(&o.hosts, "hosts", 0, "hosts the commands are spread over (default per mode: throughput 1000, crash 100, latency-bound 1000)")
+	fs.IntVar(&o.bodySize, "body-size", 1024, "throughput, latency-bound: body `bytes` of each healthy response")
 	fs.IntVar(&o.samples, "samples", 0, "latency: commands measured one at a time (default 200); fairness: probes (default 5)")
 	fs.IntVar(&o.kills, "kills", 10, "crash: kill -9 of a random worker, at least this many")
-	fs.IntVar(&o.concurrency, "concurrency", 0, "REPLICATOR_CONCURRENCY of the non-serial workers and GETs in flight in the bare loop (default the worker's, 16)")
+	fs.IntVar(&o.concurrency, "concurrency", 0, "REPLICATOR_CONCURRENCY of the non-serial workers and GETs in flight in the bare loop (default the worker's, 16); latency-bound: a sweep of this one point unless -sweep")
 	fs.StringVar(&o.only, "only", "", "throughput: comma-separated subset of serial,default,fleet,bare")
 	fs.DurationVar(&o.interval, "interval", 0, "throughput: spacing of every host (REPLICATOR_MIN_HOST_INTERVAL_SECONDS); the bars use 0")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "bound on one run of one mode")
 	fs.BoolVar(&o.verbose, "v", false, "progress lines on stderr")
+	fs.DurationVar(&o.delay, "delay", lbDefaultDelay, "latency-bound: the origin answers every request this long after it arrived")
+	fs.StringVar(&o.sweep, "sweep", "", "latency-bound: comma-separated REPLICATOR_CONCURRENCY `list` (default "+lbDefaultSweep+")")
+	fs.DurationVar(&o.steady, "steady", lbDefaultSteady, "latency-bound: steady state per point at concurrency ÷ delay, which sets the commands per point")
+	fs.StringVar(&o.plot, "plot", "", "latency-bound: write the SVG plot to this `path` (default: latency-bound.svg in the scratch dir when it is kept, else a new file under $TMPDIR; the report prints where)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageText)
 		for _, m := range modes() {
@@ -175,6 +189,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if !found {
 			fmt.Fprintf(stderr, "replicator-bench: unknown mode %q (run with --help for the list)\n", name)
+			return 2
+		}
+	}
+	if o.delay <= 0 || o.steady <= 0 {
+		fmt.Fprintln(stderr, "replicator-bench: -delay and -steady must be positive")
+		return 2
+	}
+	if o.sweep != "" {
+		if _, err := parseSweep(o.sweep); err != nil {
+			fmt.Fprintf(stderr, "replicator-bench: %v\n", err)
 			return 2
 		}
 	}
