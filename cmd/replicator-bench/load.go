@@ -30,7 +30,7 @@ const (
 
 // maxActivePerHost is how many requests the worker runs at once for one
 // host, so a concurrency needs at least concurrency ÷ this many hosts.
-const maxActivePerHost = fetch.DefaultMaxActivePerHost
+const maxActivePerHost = worker.DefaultMaxActivePerHost
 
 // command is one command the bench publishes.
 type command struct {
