@@ -51,6 +51,13 @@
 // other 4xx but 408 and 429 are provider_disabled; 5xx, 408, 429, a timeout
 // and a failure without a status are transient, retried without bound.
 //
+// Reading the blob can fail too. Gone (sink.ErrNotFound) is blob_expired.
+// A temp store answering a status that will not change (its grant: a 4xx
+// but 408 and 429) matches no replicate reason, all of which describe the
+// destination, and is Unclassified; so is a blob whose bytes no longer hash
+// to its fingerprint, or that changes between the two reads. Every other
+// read failure (a disk, a 5xx, the network) is transient.
+//
 // public_url is PublicURLBase + "/" + bucket + "/" + the key quoted as
 // Python's urllib.parse.quote(key, safe="/~") does, and is formed only for
 // an object known to exist.

@@ -48,11 +48,15 @@ func gcsObject(key, mediaType string, opts map[string]any) (object, error) {
 	if o.contentType == "" {
 		o.contentType = DefaultMediaType
 	}
-	for name, dst := range map[string]*string{
-		optionCacheControl:       &o.cacheControl,
-		optionContentDisposition: &o.contentDisposition,
-		optionStorageClass:       &o.storageClass,
+	for _, opt := range [...]struct {
+		name string
+		dst  *string
+	}{
+		{optionCacheControl, &o.cacheControl},
+		{optionContentDisposition, &o.contentDisposition},
+		{optionStorageClass, &o.storageClass},
 	} {
+		name, dst := opt.name, opt.dst
 		v, ok := opts[name]
 		if !ok || v == nil {
 			continue
