@@ -1,6 +1,7 @@
 package envelope_test
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"reflect"
@@ -66,6 +67,44 @@ var baseMembers = map[string][]member{
 		{"host", `"example.test"`},
 		{"min_interval_seconds", `1.5`},
 		{"revoked", `false`},
+	},
+	envelope.EventContentReplicate: {
+		{"schema_version", `1`},
+		{"event_type", `"content_replicate"`},
+		{"occurred_at", `"2026-11-29T23:18:58.123456Z"`},
+		{"command_id", `"rep-1"`},
+		{"blob_uri", `"file:///blobs/` + fp[:2] + `/` + fp[2:4] + `/` + fp + `.bin"`},
+		{"media_type", `"application/pdf"`},
+		{"provider", `"gcs"`},
+		{"credentials_alias", `"primary"`},
+		{"destination", `"reports/2026/r.pdf"`},
+		{"object_options", `null`},
+		{"info_item_rep_spec_id", `"iirs-1"`},
+		{"source_revision_id", `"rev-1"`},
+		{"info_source_id", `"isrc-1"`},
+	},
+	envelope.EventReplicationComplete: {
+		{"schema_version", `1`},
+		{"event_type", `"replication_complete"`},
+		{"occurred_at", `"2026-11-29T23:18:58.123456Z"`},
+		{"command_id", `"rep-1"`},
+		{"public_url", `"https://storage.googleapis.com/b/reps/2026/r.pdf"`},
+		{"info_item_rep_spec_id", `"iirs-1"`},
+		{"source_revision_id", `"rev-1"`},
+		{"info_source_id", `"isrc-1"`},
+	},
+	envelope.EventReplicationFailed: {
+		{"schema_version", `1`},
+		{"event_type", `"replication_failed"`},
+		{"occurred_at", `"2026-11-29T23:18:58.123456Z"`},
+		{"command_id", `"rep-1"`},
+		{"info_item_rep_spec_id", `"iirs-1"`},
+		{"source_revision_id", `"rev-1"`},
+		{"info_source_id", `"isrc-1"`},
+		{"reason", `"alias_unknown"`},
+		{"terminal", `true`},
+		{"attempts", `null`},
+		{"detail", `null`},
 	},
 }
 
@@ -148,6 +187,21 @@ func TestKey(t *testing.T) {
 			want:  "example.test",
 		},
 		{
+			name:  "content_replicate is its command_id",
+			model: &envelope.ContentReplicate{CommandID: "rep-1", OccurredAt: at},
+			want:  "rep-1",
+		},
+		{
+			name:  "replication_complete is command_id:encoded occurred_at",
+			model: &envelope.ReplicationComplete{CommandID: "rep-1", OccurredAt: at},
+			want:  "rep-1:2026-11-29T22:18:58.123456Z",
+		},
+		{
+			name:  "replication_failed is command_id:encoded occurred_at",
+			model: &envelope.ReplicationFailed{CommandID: "rep-1", OccurredAt: at},
+			want:  "rep-1:2026-11-29T22:18:58.123456Z",
+		},
+		{
 			name:  "an empty command_id gives an empty key",
 			model: &envelope.ContentFetch{},
 			want:  "",
@@ -179,6 +233,9 @@ func TestModelMethods(t *testing.T) {
 		{&envelope.BlobAvailable{SchemaVersion: 3, OccurredAt: at}, envelope.EventBlobAvailable},
 		{&envelope.FetchFailed{SchemaVersion: 3, OccurredAt: at}, envelope.EventFetchFailed},
 		{&envelope.FetchPolicyState{SchemaVersion: 3, OccurredAt: at}, envelope.EventFetchPolicyState},
+		{&envelope.ContentReplicate{SchemaVersion: 3, OccurredAt: at}, envelope.EventContentReplicate},
+		{&envelope.ReplicationComplete{SchemaVersion: 3, OccurredAt: at}, envelope.EventReplicationComplete},
+		{&envelope.ReplicationFailed{SchemaVersion: 3, OccurredAt: at}, envelope.EventReplicationFailed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.eventType, func(t *testing.T) {
@@ -267,6 +324,17 @@ func TestToWireErrors(t *testing.T) {
 		{name: "occurred_at before 0000", model: &envelope.FetchFailed{OccurredAt: tooEarly}},
 		{name: "fetched_at after 9999", model: &envelope.BlobAvailable{FetchedAt: &tooLate}},
 		{name: "blob_expires_at after 9999", model: &envelope.BlobAvailable{BlobExpiresAt: &tooLate}},
+		{name: "nil content_replicate", model: (*envelope.ContentReplicate)(nil)},
+		{name: "nil replication_complete", model: (*envelope.ReplicationComplete)(nil)},
+		{name: "nil replication_failed", model: (*envelope.ReplicationFailed)(nil)},
+		{name: "replication_failed occurred_at after 9999", model: &envelope.ReplicationFailed{OccurredAt: tooLate}},
+		{name: "an object_options value of another type", model: &envelope.ContentReplicate{ObjectOptions: map[string]any{"a": struct{}{}}}},
+		{name: "a nested object_options value of another type", model: &envelope.ContentReplicate{ObjectOptions: map[string]any{"a": []any{map[string]string{}}}}},
+		{name: "a NaN object_options value", model: &envelope.ContentReplicate{ObjectOptions: map[string]any{"a": math.NaN()}}},
+		{name: "an infinite object_options value", model: &envelope.ContentReplicate{ObjectOptions: map[string]any{"a": float32(math.Inf(-1))}}},
+		{name: "an invalid json.Number", model: &envelope.ContentReplicate{ObjectOptions: map[string]any{"a": json.Number("0x10")}}},
+		{name: "an empty json.Number", model: &envelope.ContentReplicate{ObjectOptions: map[string]any{"a": json.Number("")}}},
+		{name: "object_options nested too deep", model: &envelope.ContentReplicate{ObjectOptions: deepOptions(600)}},
 		{name: "a foreign Model", model: foreignModel{}},
 	}
 	for _, tc := range tests {
@@ -283,6 +351,15 @@ func TestToWireErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deepOptions nests n objects.
+func deepOptions(n int) map[string]any {
+	o := map[string]any{}
+	for range n {
+		o = map[string]any{"a": o}
+	}
+	return o
 }
 
 type foreignModel struct{}
@@ -303,7 +380,7 @@ func TestFromWireMalformed(t *testing.T) {
 		{name: "nil map", fields: nil, detail: "empty frame"},
 		{name: "empty map", fields: map[string]string{}, detail: "empty frame"},
 		{name: "no event_type", fields: map[string]string{"payload": payload(ev)}, detail: "no event_type"},
-		{name: "unknown event_type", fields: frame("content_replicate", payload(ev)), detail: `unknown event_type "content_replicate"`},
+		{name: "unknown event_type", fields: frame("content_archive", payload(ev)), detail: `unknown event_type "content_archive"`},
 		{name: "event_type in another case", fields: frame("Content_Fetch", payload(ev)), detail: "unknown event_type"},
 		{name: "empty event_type", fields: frame("", payload(ev)), detail: "unknown event_type"},
 		{
@@ -649,6 +726,12 @@ func TestOptionalFields(t *testing.T) {
 	ps := func(f func(*envelope.FetchPolicyState) any) getter {
 		return func(m envelope.Model) any { return f(m.(*envelope.FetchPolicyState)) }
 	}
+	cr := func(f func(*envelope.ContentReplicate) any) getter {
+		return func(m envelope.Model) any { return f(m.(*envelope.ContentReplicate)) }
+	}
+	rf := func(f func(*envelope.ReplicationFailed) any) getter {
+		return func(m envelope.Model) any { return f(m.(*envelope.ReplicationFailed)) }
+	}
 	tests := []struct {
 		event string
 		field string
@@ -690,6 +773,16 @@ func TestOptionalFields(t *testing.T) {
 			ps(func(m *envelope.FetchPolicyState) any { return m.MinIntervalSeconds })},
 		{envelope.EventFetchPolicyState, "min_interval_seconds", `3`, envelope.Ptr(3.0),
 			ps(func(m *envelope.FetchPolicyState) any { return m.MinIntervalSeconds })},
+		{envelope.EventContentReplicate, "object_options", `{"storage_class":"ARCHIVE","cache_control":null}`,
+			map[string]any{"storage_class": "ARCHIVE", "cache_control": nil},
+			cr(func(m *envelope.ContentReplicate) any { return m.ObjectOptions })},
+		{envelope.EventContentReplicate, "object_options", `{}`, map[string]any{},
+			cr(func(m *envelope.ContentReplicate) any { return m.ObjectOptions })},
+		{envelope.EventReplicationFailed, "attempts", `5`, envelope.Ptr(5),
+			rf(func(m *envelope.ReplicationFailed) any { return m.Attempts })},
+		{envelope.EventReplicationFailed, "detail", `"the destination already holds different bytes"`,
+			envelope.Ptr("the destination already holds different bytes"),
+			rf(func(m *envelope.ReplicationFailed) any { return m.Detail })},
 	}
 	for _, tc := range tests {
 		for _, variant := range []struct {
@@ -998,6 +1091,11 @@ func TestDecodeCommand(t *testing.T) {
 		{
 			name:    "a policy is foreign",
 			fields:  frame(envelope.EventFetchPolicyState, payload(envelope.EventFetchPolicyState)),
+			wantErr: envelope.ErrForeignPayload,
+		},
+		{
+			name:    "a replicate command is foreign",
+			fields:  frame(envelope.EventContentReplicate, payload(envelope.EventContentReplicate)),
 			wantErr: envelope.ErrForeignPayload,
 		},
 		{name: "a foreign payload of an unknown version is still foreign", fields: blobV2, wantErr: envelope.ErrForeignPayload},

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// FromWire decodes a stream entry's fields into one of the four models,
+// FromWire decodes a stream entry's fields into one of the seven models,
 // chosen by the frame's event_type field. It reads only event_type,
 // payload and (as a fallback) schema_version; every model field comes from
 // the payload, and key, occurred_at and content_type are not consulted.
@@ -28,8 +28,9 @@ import (
 //     returns a partial model and an error wrapping ErrUnsupportedVersion:
 //     SchemaVersion set, plus every field that is present and reads under
 //     the version 1 rules (for content_fetch this is what carries CommandID,
-//     URL and InfoSourceID to the unsupported_schema_version fact). Nothing
-//     but correlation should be read from a partial model.
+//     URL and InfoSourceID to the unsupported_schema_version fact; for
+//     content_replicate, CommandID and the three ids its facts echo).
+//     Nothing but correlation should be read from a partial model.
 //  5. Otherwise every required field must be present with its JSON type, and
 //     times must carry an offset. Optional fields absent or null decode to
 //     nil.
@@ -116,6 +117,25 @@ func DecodeCommand(fields map[string]string) (*ContentFetch, error) {
 	return cmd, err
 }
 
+// DecodeReplicateCommand is DecodeCommand for the replicate command stream:
+// FromWire plus a refusal, wrapping ErrForeignPayload, of a valid frame of
+// any model but content_replicate (a content_fetch included). An unsupported
+// schema version returns the partial command with an error wrapping
+// ErrUnsupportedVersion; it carries what the unsupported_schema_version fact
+// needs (CommandID, InfoItemRepSpecID, SourceRevisionID, InfoSourceID) as far
+// as the payload holds them. It is safe for concurrent use.
+func DecodeReplicateCommand(fields map[string]string) (*ContentReplicate, error) {
+	m, err := FromWire(fields)
+	if err != nil && !errors.Is(err, ErrUnsupportedVersion) {
+		return nil, err
+	}
+	cmd, ok := m.(*ContentReplicate)
+	if !ok {
+		return nil, fmt.Errorf("%w: a %s frame is not a replicate command", ErrForeignPayload, m.EventType())
+	}
+	return cmd, err
+}
+
 func malformed(detail string) error {
 	return fmt.Errorf("%w: %s", ErrMalformedFrame, detail)
 }
@@ -179,7 +199,7 @@ const (
 	idxOccurredAt
 )
 
-const maxFields = 17
+const maxFields = 17 // blob_available's member count, the largest
 
 // rawFields holds each known member's raw JSON value, "" when absent (a
 // present value is never empty).
@@ -210,6 +230,22 @@ var specs = map[string]*modelSpec{
 	},
 	EventFetchPolicyState: {
 		names:     []string{"schema_version", "event_type", "occurred_at", "host", "min_interval_seconds", "revoked"},
+		nonFinite: -1,
+	},
+	EventContentReplicate: {
+		names: []string{"schema_version", "event_type", "occurred_at", "command_id", "blob_uri", "media_type",
+			"provider", "credentials_alias", "destination", "object_options", "info_item_rep_spec_id",
+			"source_revision_id", "info_source_id"},
+		nonFinite: -1,
+	},
+	EventReplicationComplete: {
+		names: []string{"schema_version", "event_type", "occurred_at", "command_id", "public_url",
+			"info_item_rep_spec_id", "source_revision_id", "info_source_id"},
+		nonFinite: -1,
+	},
+	EventReplicationFailed: {
+		names: []string{"schema_version", "event_type", "occurred_at", "command_id", "info_item_rep_spec_id",
+			"source_revision_id", "info_source_id", "reason", "terminal", "attempts", "detail"},
 		nonFinite: -1,
 	},
 }
@@ -281,6 +317,12 @@ func (d *decoder) decode(version int) Model {
 		return decodeBlobAvailable(d, version)
 	case EventFetchFailed:
 		return decodeFetchFailed(d, version)
+	case EventContentReplicate:
+		return decodeContentReplicate(d, version)
+	case EventReplicationComplete:
+		return decodeReplicationComplete(d, version)
+	case EventReplicationFailed:
+		return decodeReplicationFailed(d, version)
 	default:
 		return decodeFetchPolicyState(d, version)
 	}
@@ -431,6 +473,19 @@ func (d *decoder) headers(i int) map[string]string {
 	return h
 }
 
+func (d *decoder) object(i int) map[string]any {
+	v := d.optional(i)
+	if v == "" {
+		return nil
+	}
+	o, err := readObject(v)
+	if err != nil {
+		d.fail(i, err)
+		return nil
+	}
+	return o
+}
+
 func decodeContentFetch(d *decoder, version int) Model {
 	return &ContentFetch{
 		SchemaVersion:  version,
@@ -486,5 +541,49 @@ func decodeFetchPolicyState(d *decoder, version int) Model {
 		Host:               d.str(3),
 		MinIntervalSeconds: d.optFloat(4, false),
 		Revoked:            d.bool(5),
+	}
+}
+
+func decodeContentReplicate(d *decoder, version int) Model {
+	return &ContentReplicate{
+		SchemaVersion:     version,
+		OccurredAt:        d.time(2),
+		CommandID:         d.str(3),
+		BlobURI:           d.str(4),
+		MediaType:         d.str(5),
+		Provider:          d.str(6),
+		CredentialsAlias:  d.str(7),
+		Destination:       d.str(8),
+		ObjectOptions:     d.object(9),
+		InfoItemRepSpecID: d.str(10),
+		SourceRevisionID:  d.str(11),
+		InfoSourceID:      d.str(12),
+	}
+}
+
+func decodeReplicationComplete(d *decoder, version int) Model {
+	return &ReplicationComplete{
+		SchemaVersion:     version,
+		OccurredAt:        d.time(2),
+		CommandID:         d.str(3),
+		PublicURL:         d.str(4),
+		InfoItemRepSpecID: d.str(5),
+		SourceRevisionID:  d.str(6),
+		InfoSourceID:      d.str(7),
+	}
+}
+
+func decodeReplicationFailed(d *decoder, version int) Model {
+	return &ReplicationFailed{
+		SchemaVersion:     version,
+		OccurredAt:        d.time(2),
+		CommandID:         d.str(3),
+		InfoItemRepSpecID: d.str(4),
+		SourceRevisionID:  d.str(5),
+		InfoSourceID:      d.str(6),
+		Reason:            ReplicateReason(d.str(7)),
+		Terminal:          d.bool(8),
+		Attempts:          d.optInt(9),
+		Detail:            d.optStr(10),
 	}
 }

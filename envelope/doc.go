@@ -1,7 +1,19 @@
-// Package envelope is the wire codec: it turns the four payload models into
-// the fields of a Redis stream entry and back. It is pure (standard library
-// only, no I/O), so issuers can embed it cheaply; every function is safe for
-// concurrent use.
+// Package envelope is the wire codec: it turns the payload models of both
+// capabilities into the fields of a Redis stream entry and back. It is pure
+// (standard library only, no I/O), so issuers can embed it cheaply; every
+// function is safe for concurrent use.
+//
+// # Models
+//
+//	content.fetch         ContentFetch (command)
+//	content.blobs         BlobAvailable, FetchFailed (facts)
+//	content.fetch-policy  FetchPolicyState (config)
+//	content.replicate     ContentReplicate (command)
+//	content.artifacts     ReplicationComplete, ReplicationFailed (facts)
+//
+// Every model is schema version 1. The failure facts carry reason tokens
+// from two vocabularies, one per capability: Reason for fetch_failed and
+// ReplicateReason for replication_failed.
 //
 // # Frames
 //
@@ -10,7 +22,8 @@
 //
 //	key             idempotency key, derived per payload type (below)
 //	payload         the model as JSON; every model field lives here
-//	event_type      content_fetch, blob_available, fetch_failed, fetch_policy_state
+//	event_type      content_fetch, blob_available, fetch_failed, fetch_policy_state,
+//	                content_replicate, replication_complete, replication_failed
 //	schema_version  the model's schema version, decimal
 //	occurred_at     the model's occurred_at, encoded as below
 //	content_type    application/json
@@ -18,18 +31,22 @@
 // The payload is compact JSON in the shape the Python co-core library writes
 // (pydantic v2 model_dump_json): no spaces, members in the model's order,
 // optional fields present as null (never omitted), integral floats as 30.0,
-// only '"', '\' and control characters escaped in strings. Headers, a Go
-// map, are written sorted by name.
+// only '"', '\' and control characters escaped in strings. Headers and
+// object_options, Go maps, are written sorted by name.
 //
 // # Keys
 //
-//	content_fetch       command_id
-//	blob_available      content_fingerprint + ":" + command_id
-//	fetch_failed        command_id + ":" + the encoded occurred_at
-//	fetch_policy_state  host
+//	content_fetch         command_id
+//	blob_available        content_fingerprint + ":" + command_id
+//	fetch_failed          command_id + ":" + the encoded occurred_at
+//	fetch_policy_state    host
+//	content_replicate     command_id
+//	replication_complete  command_id + ":" + the encoded occurred_at
+//	replication_failed    command_id + ":" + the encoded occurred_at
 //
 // Each key names one occurrence, so a consumer deduplicating on it never
-// collapses two. The key is operational (DLQ correlation, sharding); the
+// collapses two: a command that fails twice, or a replication announced
+// again after a redelivery, is two facts. The key is operational (DLQ correlation, sharding); the
 // worker dedupes on the payload's command_id, never on the key.
 //
 // # Time
@@ -52,8 +69,13 @@
 // members are ignored; a missing required member, a wrong JSON type, a naive
 // time, invalid JSON, an unknown event_type or a frame without a payload is
 // ErrMalformedFrame. Optional members absent or null decode to nil.
-// DecodeCommand adds ErrForeignPayload for a valid frame that is not a
-// command.
+// DecodeCommand (content.fetch) and DecodeReplicateCommand
+// (content.replicate) add ErrForeignPayload for a valid frame that is not
+// their stream's command.
+//
+// object_options is the one member of arbitrary shape: any JSON object, or
+// null. Its values decode as string, bool, nil, json.Number (numbers keep
+// their spelling), []any and map[string]any.
 //
 // Python writes a non-finite float as a bare NaN, Infinity or -Infinity
 // token. In content_fetch's timeout_seconds such a token decodes to the

@@ -22,12 +22,15 @@ const (
 // event_type, schema_version, occurred_at and content_type (see the package
 // documentation for each). The payload is compact JSON with the model's
 // fields in their documented order, optional fields written as null when nil,
-// and headers sorted by name: the shape the Python co-core writes.
+// and headers and object_options members sorted by name: the shape the
+// Python co-core writes.
 //
 // A SchemaVersion of 0 is written as SchemaVersion; any other value is
 // written as is. ToWire returns an error wrapping ErrUnencodable for a nil
-// model, a non-finite TimeoutSeconds or MinIntervalSeconds, or a time outside
-// the years 0000–9999. It is safe for concurrent use.
+// model, a non-finite TimeoutSeconds or MinIntervalSeconds, a time outside
+// the years 0000–9999, or an ObjectOptions value it cannot write (a type
+// other than those listed on ContentReplicate, a non-finite float, an invalid
+// json.Number, or nesting deeper than 512). It is safe for concurrent use.
 func ToWire(m Model) (map[string]string, error) {
 	var (
 		payload []byte
@@ -50,6 +53,18 @@ func ToWire(m Model) (map[string]string, error) {
 		if v != nil {
 			payload, err = encodeFetchPolicyState(v)
 		}
+	case *ContentReplicate:
+		if v != nil {
+			payload, err = encodeContentReplicate(v)
+		}
+	case *ReplicationComplete:
+		if v != nil {
+			payload, err = encodeReplicationComplete(v)
+		}
+	case *ReplicationFailed:
+		if v != nil {
+			payload, err = encodeReplicationFailed(v)
+		}
 	default:
 		return nil, fmt.Errorf("%w: %T is not a model of this package", ErrUnencodable, m)
 	}
@@ -60,10 +75,16 @@ func ToWire(m Model) (map[string]string, error) {
 		return nil, fmt.Errorf("%w: nil %T", ErrUnencodable, m)
 	}
 	occurredAt := FormatTime(m.When())
+	// Keys that embed the time reuse the formatted occurred_at.
 	var key string
-	if f, ok := m.(*FetchFailed); ok {
-		key = f.CommandID + ":" + occurredAt // the time is already formatted
-	} else {
+	switch f := m.(type) {
+	case *FetchFailed:
+		key = f.CommandID + ":" + occurredAt
+	case *ReplicationComplete:
+		key = f.CommandID + ":" + occurredAt
+	case *ReplicationFailed:
+		key = f.CommandID + ":" + occurredAt
+	default:
 		key = m.Key()
 	}
 	return map[string]string{
@@ -204,6 +225,22 @@ func (w *payloadWriter) headers(n string, h map[string]string) {
 	w.b = append(w.b, '}')
 }
 
+// object writes an arbitrary JSON object (object_options), members sorted
+// by name at every level, as headers are.
+func (w *payloadWriter) object(n string, o map[string]any) {
+	if o == nil {
+		w.null(n)
+		return
+	}
+	w.name(n)
+	b, err := appendValue(w.b, o, 1)
+	if err != nil {
+		w.fail("%s: %v", n, err)
+		return
+	}
+	w.b = b
+}
+
 func (w *payloadWriter) fail(format string, args ...any) {
 	if w.err == nil {
 		w.err = fmt.Errorf("%w: %s: %s", ErrUnencodable, w.event, fmt.Sprintf(format, args...))
@@ -217,8 +254,7 @@ func (w *payloadWriter) done() ([]byte, error) {
 	return append(w.b, '}'), nil
 }
 
-// The encoders write fields in the co-core models' order; SPEC section 2
-// lists them the same way.
+// The encoders write fields in the co-core models' order.
 
 func encodeContentFetch(m *ContentFetch) ([]byte, error) {
 	size := len(m.CommandID) + len(m.URL) + len(m.InfoSourceID)
@@ -275,6 +311,49 @@ func encodeFetchPolicyState(m *FetchPolicyState) ([]byte, error) {
 	w.str("host", m.Host)
 	w.optFloat("min_interval_seconds", m.MinIntervalSeconds)
 	w.bool("revoked", m.Revoked)
+	return w.done()
+}
+
+func encodeContentReplicate(m *ContentReplicate) ([]byte, error) {
+	size := len(m.CommandID) + len(m.BlobURI) + len(m.MediaType) + len(m.Provider) + len(m.CredentialsAlias) +
+		len(m.Destination) + len(m.InfoItemRepSpecID) + len(m.SourceRevisionID) + len(m.InfoSourceID)
+	w := newPayloadWriter(EventContentReplicate, m.SchemaVersion, m.OccurredAt, size+320+64*len(m.ObjectOptions))
+	w.str("command_id", m.CommandID)
+	w.str("blob_uri", m.BlobURI)
+	w.str("media_type", m.MediaType)
+	w.str("provider", m.Provider)
+	w.str("credentials_alias", m.CredentialsAlias)
+	w.str("destination", m.Destination)
+	w.object("object_options", m.ObjectOptions)
+	w.str("info_item_rep_spec_id", m.InfoItemRepSpecID)
+	w.str("source_revision_id", m.SourceRevisionID)
+	w.str("info_source_id", m.InfoSourceID)
+	return w.done()
+}
+
+func encodeReplicationComplete(m *ReplicationComplete) ([]byte, error) {
+	size := len(m.CommandID) + len(m.PublicURL) + len(m.InfoItemRepSpecID) + len(m.SourceRevisionID) + len(m.InfoSourceID)
+	w := newPayloadWriter(EventReplicationComplete, m.SchemaVersion, m.OccurredAt, size+192)
+	w.str("command_id", m.CommandID)
+	w.str("public_url", m.PublicURL)
+	w.str("info_item_rep_spec_id", m.InfoItemRepSpecID)
+	w.str("source_revision_id", m.SourceRevisionID)
+	w.str("info_source_id", m.InfoSourceID)
+	return w.done()
+}
+
+func encodeReplicationFailed(m *ReplicationFailed) ([]byte, error) {
+	size := len(m.CommandID) + len(m.InfoItemRepSpecID) + len(m.SourceRevisionID) + len(m.InfoSourceID) +
+		len(m.Reason) + optLen(m.Detail)
+	w := newPayloadWriter(EventReplicationFailed, m.SchemaVersion, m.OccurredAt, size+240)
+	w.str("command_id", m.CommandID)
+	w.str("info_item_rep_spec_id", m.InfoItemRepSpecID)
+	w.str("source_revision_id", m.SourceRevisionID)
+	w.str("info_source_id", m.InfoSourceID)
+	w.str("reason", string(m.Reason))
+	w.bool("terminal", m.Terminal)
+	w.optInt("attempts", m.Attempts)
+	w.optStr("detail", m.Detail)
 	return w.done()
 }
 

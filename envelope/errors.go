@@ -18,8 +18,9 @@ var (
 	// the worker can still name the command in unsupported_schema_version.
 	ErrUnsupportedVersion = errors.New("envelope: unsupported schema version")
 
-	// ErrForeignPayload means DecodeCommand was given a valid frame of
-	// another model type (a fact on the command stream). Any command_id in it
+	// ErrForeignPayload means DecodeCommand or DecodeReplicateCommand was
+	// given a valid frame of another model type (a fact, or the other
+	// capability's command, on the command stream). Any command_id in it
 	// belongs to another command, so nothing may be published about it.
 	ErrForeignPayload = errors.New("envelope: foreign payload")
 

@@ -94,6 +94,58 @@ func ExampleDecodeCommand() {
 	// cmd-future 2
 }
 
+func ExampleDecodeReplicateCommand() {
+	// A command as the Python co-core writes it on content.replicate.
+	fields := map[string]string{
+		"event_type": "content_replicate",
+		"payload": `{"schema_version":1,"event_type":"content_replicate","occurred_at":"2026-11-29T23:20:00.123456Z",` +
+			`"command_id":"rep-1","blob_uri":"gs://co-blobs/blobs/9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.bin",` +
+			`"media_type":"application/pdf","provider":"gcs","credentials_alias":"primary",` +
+			`"destination":"reports/2026/r.pdf","object_options":{"storage_class":"ARCHIVE"},` +
+			`"info_item_rep_spec_id":"iirs-1","source_revision_id":"rev-1","info_source_id":"isrc-1"}`,
+	}
+	cmd, err := envelope.DecodeReplicateCommand(fields)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(cmd.CommandID, cmd.Provider, cmd.CredentialsAlias, cmd.Destination)
+	fmt.Println("storage_class:", cmd.ObjectOptions["storage_class"])
+
+	// A fetch command on the replicate stream is foreign: no fact about it.
+	_, err = envelope.DecodeReplicateCommand(map[string]string{
+		"event_type": "content_fetch",
+		"payload": `{"schema_version":1,"event_type":"content_fetch","occurred_at":"2026-11-29T23:18:58Z",` +
+			`"command_id":"cmd-1","url":"https://example.test/a","info_source_id":"isrc-1"}`,
+	})
+	fmt.Println(err)
+	// Output:
+	// rep-1 gcs primary reports/2026/r.pdf
+	// storage_class: ARCHIVE
+	// envelope: foreign payload: a content_fetch frame is not a replicate command
+}
+
+func ExampleToWire_replicationFailed() {
+	fact := &envelope.ReplicationFailed{
+		OccurredAt:        time.Date(2026, 11, 29, 23, 20, 3, 0, time.UTC),
+		CommandID:         "rep-1",
+		InfoItemRepSpecID: "iirs-1",
+		SourceRevisionID:  "rev-1",
+		InfoSourceID:      "isrc-1",
+		Reason:            envelope.ReplicateReasonAliasUnknown,
+		Terminal:          true,
+		Detail:            envelope.Ptr("the alias named by this command is not provisioned on this host"),
+	}
+	fields, err := envelope.ToWire(fact)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(fields["key"])
+	fmt.Println(fields["payload"])
+	// Output:
+	// rep-1:2026-11-29T23:20:03.000000Z
+	// {"schema_version":1,"event_type":"replication_failed","occurred_at":"2026-11-29T23:20:03.000000Z","command_id":"rep-1","info_item_rep_spec_id":"iirs-1","source_revision_id":"rev-1","info_source_id":"isrc-1","reason":"alias_unknown","terminal":true,"attempts":null,"detail":"the alias named by this command is not provisioned on this host"}
+}
+
 func ExampleRedactURL() {
 	fmt.Println(envelope.RedactURL("https://reader:s3cret@origin.example/feed.xml"))
 	fmt.Println(envelope.RedactURL("https://origin.example/feed.xml"))

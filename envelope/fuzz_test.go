@@ -55,6 +55,21 @@ func FuzzFromWire(f *testing.F) {
 	f.Add(cf, payload(cf, "headers", `{"a":"1","a":"2","B":"\n"}`), "1")
 	// A payload whose event_type disagrees with the frame.
 	f.Add(cf, payload(envelope.EventFetchFailed), "1")
+	// The replicate models: object_options of every JSON shape, numbers
+	// spelled oddly, non-finite tokens where none is allowed, a version 2
+	// command, and the two facts with their optional members set.
+	cr := envelope.EventContentReplicate
+	f.Add(cr, payload(cr), "1")
+	f.Add(cr, payload(cr, "object_options", `{"storage_class":"ARCHIVE","cache_control":null}`), "1")
+	f.Add(cr, payload(cr, "object_options", `{"a":[1e5,-0.0,{"b":"\u00e4\ud800"}],"a":true,"c":123456789012345678901234567890}`), "1")
+	f.Add(cr, payload(cr, "object_options", `{"a":NaN}`), "1")
+	f.Add(cr, payload(cr, "object_options", `["storage_class"]`), "1")
+	f.Add(cr, payload(cr, "object_options", strings.Repeat(`{"a":`, 513)+"1"+strings.Repeat("}", 513)), "1")
+	f.Add(cr, payload(cr, "schema_version", "2", "destination", `{"key":"x"}`), "2")
+	f.Add(cr, payload(cr, "destination", `"../../etc/passwd"`, "blob_uri", `"file:///etc/passwd"`), "1")
+	f.Add(envelope.EventReplicationComplete, payload(envelope.EventReplicationComplete), "1")
+	f.Add(envelope.EventReplicationFailed, payload(envelope.EventReplicationFailed, "attempts", "5", "detail", `"x"`), "1")
+	f.Add(envelope.EventReplicationFailed, payload(envelope.EventReplicationFailed, "reason", `"brand_new_reason"`, "terminal", "false"), "1")
 
 	f.Fuzz(func(t *testing.T, eventType, payload, schemaVersion string) {
 		fields := map[string]string{}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +20,13 @@ var update = flag.Bool("update", false, "rewrite testdata/project goldens from t
 const (
 	cid = "01JQ8Z3K4M5N6P7Q8R9S0T1V2W"
 	fp  = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+	// The ids a replicate command carries and both its facts echo.
+	repSpec  = "01JQ0000000000000000000002"
+	revision = "01JQ0000000000000000000003"
 )
+
+var fpE = strings.Repeat("e", 64)
 
 func utc(s string) time.Time {
 	t, err := time.Parse(time.RFC3339Nano, s)
@@ -151,6 +158,106 @@ var pythonGoldens = []struct {
 		},
 		samePayload: true,
 	},
+	{
+		file: "content_replicate",
+		want: &envelope.ContentReplicate{
+			SchemaVersion:     1,
+			OccurredAt:        utc("2026-11-29T23:20:00.123456Z"),
+			CommandID:         "01JQ8Z3K4M5N6P7Q8R9S0T1V2X",
+			BlobURI:           "file:///var/lib/replicator/blobs/ee/ee/" + fpE + ".bin",
+			MediaType:         "text/html",
+			Provider:          "gcs",
+			CredentialsAlias:  "gcs-cannobserv-prod",
+			Destination:       "archive/wa-lcb/" + fpE + ".html",
+			ObjectOptions:     map[string]any{"storage_class": "STANDARD"},
+			InfoItemRepSpecID: repSpec,
+			SourceRevisionID:  revision,
+			InfoSourceID:      "isrc-01JQ8Z",
+		},
+		samePayload: true,
+	},
+	{
+		// Python keeps a dict's insertion order; this package sorts.
+		file: "content_replicate_options_order",
+		want: &envelope.ContentReplicate{
+			SchemaVersion:    1,
+			OccurredAt:       utc("2026-11-29T23:20:01.000001Z"),
+			CommandID:        "rep-2",
+			BlobURI:          "file:///var/lib/replicator/blobs/ee/ee/" + fpE + ".bin",
+			MediaType:        "application/pdf",
+			Provider:         "gcs",
+			CredentialsAlias: "gcs-cannobserv-prod",
+			Destination:      "reports/2026/Q4 (final) [v2].pdf",
+			ObjectOptions: map[string]any{
+				"storage_class":       "ARCHIVE",
+				"cache_control":       "public, max-age=3600",
+				"content_disposition": "inline",
+				"folder_id":           "not-for-gcs",
+			},
+			InfoItemRepSpecID: repSpec,
+			SourceRevisionID:  revision,
+			InfoSourceID:      "isrc-01JQ8Z",
+		},
+	},
+	{
+		file: "content_replicate_nulls",
+		want: &envelope.ContentReplicate{
+			SchemaVersion:     1,
+			OccurredAt:        utc("2026-08-13T00:00:00Z"),
+			CommandID:         "rep-1",
+			BlobURI:           "file:///var/lib/replicator/blobs/ee/ee/" + fpE + ".bin",
+			MediaType:         "application/pdf",
+			Provider:          "gcs",
+			CredentialsAlias:  "primary",
+			Destination:       "reports/2026/abcd.pdf",
+			InfoItemRepSpecID: repSpec,
+			SourceRevisionID:  revision,
+			InfoSourceID:      "isrc-01JQ8Z",
+		},
+	},
+	{
+		file: "replication_complete",
+		want: &envelope.ReplicationComplete{
+			SchemaVersion:     1,
+			OccurredAt:        utc("2026-11-29T23:20:02.5Z"),
+			CommandID:         "cmd-rc",
+			PublicURL:         "https://storage.googleapis.com/co-archive/archive/wa-lcb/x.html",
+			InfoItemRepSpecID: repSpec,
+			SourceRevisionID:  revision,
+			InfoSourceID:      "isrc-01JQ8Z",
+		},
+		samePayload: true,
+	},
+	{
+		file: "replication_failed",
+		want: &envelope.ReplicationFailed{
+			SchemaVersion:     1,
+			OccurredAt:        utc("2026-11-29T23:20:03.0001Z"),
+			CommandID:         "cmd-rf",
+			InfoItemRepSpecID: repSpec,
+			SourceRevisionID:  revision,
+			InfoSourceID:      "isrc-01JQ8Z",
+			Reason:            envelope.ReplicateReasonBlobExpired,
+			Terminal:          true,
+			Detail:            envelope.Ptr("the blob for this command is no longer stored"),
+		},
+		samePayload: true,
+	},
+	{
+		file: "replication_failed_handler_error",
+		want: &envelope.ReplicationFailed{
+			SchemaVersion:     1,
+			OccurredAt:        utc("2026-11-29T23:20:04Z"),
+			CommandID:         "cmd-rh",
+			InfoItemRepSpecID: repSpec,
+			SourceRevisionID:  revision,
+			InfoSourceID:      "isrc-01JQ8Z",
+			Reason:            envelope.ReplicateReasonHandlerError,
+			Terminal:          true,
+			Attempts:          envelope.Ptr(5),
+			Detail:            envelope.Ptr("ValueError: the provider reported wrote with no public_url"),
+		},
+	},
 }
 
 // projectGoldens are the models behind testdata/project.
@@ -256,6 +363,93 @@ var projectGoldens = []struct {
 		Host:          "slow.example.test",
 		Revoked:       true,
 	}},
+	{"content_replicate", &envelope.ContentReplicate{
+		SchemaVersion:    1,
+		OccurredAt:       utc("2026-11-29T23:20:00.123456Z"),
+		CommandID:        cid,
+		BlobURI:          "gs://co-blobs/blobs/" + fp + ".bin",
+		MediaType:        "application/pdf",
+		Provider:         "gcs",
+		CredentialsAlias: "gcs-cannobserv-prod",
+		Destination:      "organizations/x/2026-11-29/report (final).pdf",
+		ObjectOptions: map[string]any{
+			"storage_class":       "ARCHIVE",
+			"content_disposition": `attachment; filename="report.pdf"`,
+			"cache_control":       "public, max-age=3600",
+		},
+		InfoItemRepSpecID: repSpec,
+		SourceRevisionID:  revision,
+		InfoSourceID:      "isrc-01JQ8Z",
+	}},
+	{"content_replicate_nulls", &envelope.ContentReplicate{
+		SchemaVersion:     1,
+		OccurredAt:        utc("2026-11-30T00:00:00Z"),
+		CommandID:         "rep-1",
+		BlobURI:           "file:///var/lib/replicator/blobs/9f/86/" + fp + ".bin",
+		MediaType:         "text/html",
+		Provider:          "gdrive",
+		CredentialsAlias:  "drive",
+		Destination:       "a.html",
+		InfoItemRepSpecID: repSpec,
+		SourceRevisionID:  revision,
+		InfoSourceID:      "isrc-01JQ8Z",
+	}},
+	{"content_replicate_options", &envelope.ContentReplicate{
+		SchemaVersion:    1,
+		OccurredAt:       utc("2026-11-30T00:00:00.000001Z"),
+		CommandID:        "rep-3",
+		BlobURI:          "gs://co-blobs/blobs/" + fp + ".bin",
+		MediaType:        "application/pdf",
+		Provider:         "ia",
+		CredentialsAlias: "archive",
+		Destination:      "item/file.pdf",
+		ObjectOptions: map[string]any{
+			"collection": "opensource",
+			"metadata": map[string]any{
+				"subject": []any{"cannabis", "licensing", nil, true},
+				"year":    json.Number("2026"),
+				"ratio":   json.Number("2.50"),
+				"tiny":    json.Number("1e-7"),
+				"quoted":  "\"<&>\"\t\u2028ü",
+			},
+			"empty": map[string]any{},
+			"none":  nil,
+		},
+		InfoItemRepSpecID: repSpec,
+		SourceRevisionID:  revision,
+		InfoSourceID:      "isrc-01JQ8Z",
+	}},
+	{"replication_complete", &envelope.ReplicationComplete{
+		SchemaVersion:     1,
+		OccurredAt:        utc("2026-11-29T23:20:02.5Z"),
+		CommandID:         cid,
+		PublicURL:         "https://storage.googleapis.com/co-archive/organizations/x/2026-11-29/report%20%28final%29.pdf",
+		InfoItemRepSpecID: repSpec,
+		SourceRevisionID:  revision,
+		InfoSourceID:      "isrc-01JQ8Z",
+	}},
+	{"replication_failed", &envelope.ReplicationFailed{
+		SchemaVersion:     1,
+		OccurredAt:        utc("2026-11-29T23:20:03.0001Z"),
+		CommandID:         cid,
+		InfoItemRepSpecID: repSpec,
+		SourceRevisionID:  revision,
+		InfoSourceID:      "isrc-01JQ8Z",
+		Reason:            envelope.ReplicateReasonDestinationConflict,
+		Terminal:          true,
+		Detail:            envelope.Ptr("the destination already holds different bytes"),
+	}},
+	{"replication_failed_attempts", &envelope.ReplicationFailed{
+		SchemaVersion:     1,
+		OccurredAt:        utc("2026-11-29T23:20:04Z"),
+		CommandID:         "rep-5",
+		InfoItemRepSpecID: repSpec,
+		SourceRevisionID:  revision,
+		InfoSourceID:      "isrc-01JQ8Z",
+		Reason:            envelope.ReplicateReasonHandlerError,
+		Terminal:          true,
+		Attempts:          envelope.Ptr(5),
+	}},
 }
 
 func readFrame(t testing.TB, path string) map[string]string {
@@ -296,9 +490,17 @@ func TestPythonGoldens(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("FromWire mismatch (-want +got):\n%s", diff)
 			}
-			if got.Key() != golden["key"] && got.EventType() != envelope.EventFetchFailed {
-				// fetch_failed keys embed the time, which Python spells +00:00.
-				t.Errorf("Key() = %q, the frame says %q", got.Key(), golden["key"])
+			switch got.EventType() {
+			case envelope.EventFetchFailed, envelope.EventReplicationComplete, envelope.EventReplicationFailed:
+				// These keys embed the time, which Python spells +00:00.
+				id, at, _ := strings.Cut(golden["key"], ":")
+				if want := id + ":" + envelope.FormatTime(got.When()); got.Key() != want || at != golden["occurred_at"] {
+					t.Errorf("Key() = %q, the frame says %q", got.Key(), golden["key"])
+				}
+			default:
+				if got.Key() != golden["key"] {
+					t.Errorf("Key() = %q, the frame says %q", got.Key(), golden["key"])
+				}
 			}
 			if !tc.samePayload {
 				return

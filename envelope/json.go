@@ -1,9 +1,11 @@
 package envelope
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -494,7 +496,121 @@ func readHeaders(raw string) (map[string]string, error) {
 	}
 }
 
+// readObject reads an object of arbitrary JSON values (object_options).
+// encoding/json does the work: the value is already validated, and its
+// UseNumber keeps every number as written. Duplicate names keep the last
+// value, as Python's json does.
+func readObject(raw string) (map[string]any, error) {
+	if raw[0] != '{' {
+		return nil, wrongType("an object", raw)
+	}
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, errSyntax
+	}
+	return m, nil
+}
+
 // Writers, matching pydantic v2 (serde_json) output.
+
+// appendValue writes one arbitrary JSON value: nil, string, bool,
+// json.Number (as written, once checked to be a JSON number), Go integers,
+// finite floats, []any and map[string]any (members sorted by name). depth
+// bounds nesting, as on the way in.
+func appendValue(b []byte, v any, depth int) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return append(b, "null"...), nil
+	case string:
+		return appendString(b, x), nil
+	case bool:
+		return strconv.AppendBool(b, x), nil
+	case json.Number:
+		if !isJSONNumber(string(x)) {
+			return nil, fmt.Errorf("%q is not a JSON number", boundDigits(string(x)))
+		}
+		return append(b, x...), nil
+	case float64:
+		return appendFiniteFloat(b, x)
+	case float32:
+		return appendFiniteFloat(b, float64(x))
+	case int:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int8:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int16:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int32:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int64:
+		return strconv.AppendInt(b, x, 10), nil
+	case uint:
+		return strconv.AppendUint(b, uint64(x), 10), nil
+	case uint8:
+		return strconv.AppendUint(b, uint64(x), 10), nil
+	case uint16:
+		return strconv.AppendUint(b, uint64(x), 10), nil
+	case uint32:
+		return strconv.AppendUint(b, uint64(x), 10), nil
+	case uint64:
+		return strconv.AppendUint(b, x, 10), nil
+	case map[string]any:
+		if depth > maxDepth {
+			return nil, fmt.Errorf("nested deeper than %d", maxDepth)
+		}
+		names := make([]string, 0, len(x))
+		for k := range x {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		b = append(b, '{')
+		for i, k := range names {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			var err error
+			if b, err = appendValue(b, x[k], depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, '}'), nil
+	case []any:
+		if depth > maxDepth {
+			return nil, fmt.Errorf("nested deeper than %d", maxDepth)
+		}
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendValue(b, e, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, ']'), nil
+	}
+	return nil, fmt.Errorf("a %T value cannot be written", v)
+}
+
+func isJSONNumber(s string) bool {
+	if s == "" {
+		return false
+	}
+	end, err := scanNumber(s, 0)
+	return err == nil && end == len(s)
+}
+
+func appendFiniteFloat(b []byte, f float64) ([]byte, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, errors.New("not a finite number")
+	}
+	return appendFloat(b, f), nil
+}
 
 const hexDigits = "0123456789abcdef"
 

@@ -2,8 +2,9 @@ package envelope
 
 import "time"
 
-// The Model methods. Key derivations follow SPEC section 2: each key names one
-// occurrence, so a consumer deduplicating on it cannot collapse two.
+// The Model methods. Each key names one occurrence, so a consumer
+// deduplicating on it cannot collapse two; the package documentation lists
+// every derivation.
 
 // EventType returns EventContentFetch.
 func (*ContentFetch) EventType() string { return EventContentFetch }
@@ -56,10 +57,52 @@ func (m *FetchPolicyState) When() time.Time { return m.OccurredAt }
 // Version returns SchemaVersion as set (ToWire writes 0 as SchemaVersion).
 func (m *FetchPolicyState) Version() int { return m.SchemaVersion }
 
+// EventType returns EventContentReplicate.
+func (*ContentReplicate) EventType() string { return EventContentReplicate }
+
+// Key returns the command_id: a command is one occurrence.
+func (m *ContentReplicate) Key() string { return m.CommandID }
+
+// When returns OccurredAt.
+func (m *ContentReplicate) When() time.Time { return m.OccurredAt }
+
+// Version returns SchemaVersion as set (ToWire writes 0 as SchemaVersion).
+func (m *ContentReplicate) Version() int { return m.SchemaVersion }
+
+// EventType returns EventReplicationComplete.
+func (*ReplicationComplete) EventType() string { return EventReplicationComplete }
+
+// Key returns command_id:occurred_at, the time as FormatTime writes it. Not
+// the bare command_id: a redelivery onto identical bytes announces the same
+// copy again, and each announcement is its own occurrence.
+func (m *ReplicationComplete) Key() string { return m.CommandID + ":" + FormatTime(m.OccurredAt) }
+
+// When returns OccurredAt.
+func (m *ReplicationComplete) When() time.Time { return m.OccurredAt }
+
+// Version returns SchemaVersion as set (ToWire writes 0 as SchemaVersion).
+func (m *ReplicationComplete) Version() int { return m.SchemaVersion }
+
+// EventType returns EventReplicationFailed.
+func (*ReplicationFailed) EventType() string { return EventReplicationFailed }
+
+// Key returns command_id:occurred_at, the time as FormatTime writes it, for
+// the reason FetchFailed's key carries the time.
+func (m *ReplicationFailed) Key() string { return m.CommandID + ":" + FormatTime(m.OccurredAt) }
+
+// When returns OccurredAt.
+func (m *ReplicationFailed) When() time.Time { return m.OccurredAt }
+
+// Version returns SchemaVersion as set (ToWire writes 0 as SchemaVersion).
+func (m *ReplicationFailed) Version() int { return m.SchemaVersion }
+
 // Compile-time checks that every model satisfies Model.
 var (
 	_ Model = (*ContentFetch)(nil)
 	_ Model = (*BlobAvailable)(nil)
 	_ Model = (*FetchFailed)(nil)
 	_ Model = (*FetchPolicyState)(nil)
+	_ Model = (*ContentReplicate)(nil)
+	_ Model = (*ReplicationComplete)(nil)
+	_ Model = (*ReplicationFailed)(nil)
 )

@@ -8,6 +8,10 @@ const (
 	EventBlobAvailable    = "blob_available"
 	EventFetchFailed      = "fetch_failed"
 	EventFetchPolicyState = "fetch_policy_state"
+
+	EventContentReplicate    = "content_replicate"
+	EventReplicationComplete = "replication_complete"
+	EventReplicationFailed   = "replication_failed"
 )
 
 // SchemaVersion is the only schema version of every model this package
@@ -17,9 +21,11 @@ const SchemaVersion = 1
 // ContentType is the frame's content_type field: payloads are JSON.
 const ContentType = "application/json"
 
-// Model is one of the four payloads: *ContentFetch, *BlobAvailable,
-// *FetchFailed or *FetchPolicyState. Models are plain values: safe to read
-// from several goroutines, not to mutate concurrently.
+// Model is one of the seven payloads: *ContentFetch, *BlobAvailable,
+// *FetchFailed and *FetchPolicyState (the fetch capability), or
+// *ContentReplicate, *ReplicationComplete and *ReplicationFailed (the
+// replicate capability). Models are plain values: safe to read from several
+// goroutines, not to mutate concurrently.
 type Model interface {
 	// EventType is the payload's event_type.
 	EventType() string
@@ -146,6 +152,115 @@ const (
 	ReasonUnsupportedSchemaVersion Reason = "unsupported_schema_version"
 	ReasonInvalidRequestOptions    Reason = "invalid_request_options"
 	ReasonHandlerError             Reason = "handler_error"
+)
+
+// ContentReplicate is the command an issuer publishes on content.replicate:
+// copy the blob at BlobURI, which this worker stored, to Destination in the
+// store the alias CredentialsAlias names. No credential travels in it.
+type ContentReplicate struct {
+	// SchemaVersion is the payload's schema_version (SchemaVersion when 0).
+	// FromWire reads a version too large for an int as math.MaxInt
+	// (math.MinInt when negative): unsupported, like any other.
+	SchemaVersion int
+	// OccurredAt is when the issuer minted the command.
+	OccurredAt time.Time
+	// CommandID is the sole correlator and dedupe key.
+	CommandID string
+	// BlobURI is a blob_uri this worker announced (file://… or gs://…). It is
+	// a reference, never a path: the worker rebuilds it from the fingerprint.
+	BlobURI string
+	// MediaType is the content type the copy is written with, as given.
+	MediaType string
+	// Provider names the kind of store: gcs, gdrive or ia.
+	Provider string
+	// CredentialsAlias selects a binding the operator provisioned on the
+	// worker's host. It is a name, not a secret.
+	CredentialsAlias string
+	// Destination is the rendered object key, relative to the alias's root.
+	Destination string
+	// ObjectOptions is the provider's options object (gcs: cache_control,
+	// content_disposition, storage_class), nil when null or absent. Values
+	// decode as string, bool, nil, json.Number, []any or map[string]any;
+	// ToWire also writes Go integers and finite floats.
+	ObjectOptions map[string]any
+	// InfoItemRepSpecID, SourceRevisionID and InfoSourceID are echoed
+	// verbatim on both facts; never parsed or branched on.
+	InfoItemRepSpecID string
+	SourceRevisionID  string
+	InfoSourceID      string
+}
+
+// ReplicationComplete is the replicate success fact: the copy exists at
+// PublicURL.
+type ReplicationComplete struct {
+	// SchemaVersion is the payload's schema_version (SchemaVersion when 0).
+	// FromWire reads a version too large for an int as math.MaxInt
+	// (math.MinInt when negative): unsupported, like any other.
+	SchemaVersion int
+	// OccurredAt is when the worker published the fact.
+	OccurredAt time.Time
+	// CommandID is the command's, echoed verbatim.
+	CommandID string
+	// PublicURL names the copy, inside the alias's store.
+	PublicURL string
+	// InfoItemRepSpecID, SourceRevisionID and InfoSourceID are the
+	// command's, echoed verbatim.
+	InfoItemRepSpecID string
+	SourceRevisionID  string
+	InfoSourceID      string
+}
+
+// ReplicationFailed is the replicate failure fact.
+type ReplicationFailed struct {
+	// SchemaVersion is the payload's schema_version (SchemaVersion when 0).
+	// FromWire reads a version too large for an int as math.MaxInt
+	// (math.MinInt when negative): unsupported, like any other.
+	SchemaVersion int
+	// OccurredAt is when the worker published the fact.
+	OccurredAt time.Time
+	// CommandID, InfoItemRepSpecID, SourceRevisionID and InfoSourceID are the
+	// command's, echoed verbatim.
+	CommandID         string
+	InfoItemRepSpecID string
+	SourceRevisionID  string
+	InfoSourceID      string
+	// Reason is the failure's token.
+	Reason ReplicateReason
+	// Terminal says the command is closed; every fact the worker emits
+	// carries true.
+	Terminal bool
+	// Attempts is set only when the attempt count is why the command closed.
+	Attempts *int
+	// Detail is bounded free text for operators; never a credential.
+	Detail *string
+}
+
+// ReplicateReason is a replication_failed reason token. The vocabulary is
+// the replicate stream's own, apart from Reason's; consumers must treat
+// tokens they do not know as opaque.
+type ReplicateReason string
+
+// The replicate reason tokens the worker emits. Every one of them is
+// terminal.
+const (
+	// The alias is not provisioned on the worker's host.
+	ReplicateReasonAliasUnknown ReplicateReason = "alias_unknown"
+	// The provider is not the alias's, has no writer here, or refused the
+	// host's credential (401, 403, 404 and other 4xx but 400, 408, 429).
+	ReplicateReasonProviderDisabled ReplicateReason = "provider_disabled"
+	// The destination or object_options was refused, here or by the
+	// provider (400).
+	ReplicateReasonInvalidDestination ReplicateReason = "invalid_destination"
+	// The blob_uri is not a reference this worker's store mints.
+	ReplicateReasonInvalidSource ReplicateReason = "invalid_source"
+	// The blob is gone, or the blob_uri names the other storage backend.
+	ReplicateReasonBlobExpired ReplicateReason = "blob_expired"
+	// The destination already holds different bytes.
+	ReplicateReasonDestinationConflict ReplicateReason = "destination_conflict"
+	// The command's schema_version is not SchemaVersion.
+	ReplicateReasonUnsupportedSchemaVersion ReplicateReason = "unsupported_schema_version"
+	// Unclassified failures reached the delivery ceiling.
+	ReplicateReasonHandlerError ReplicateReason = "handler_error"
 )
 
 // Ptr returns a pointer to v; handy for the optional fields.

@@ -1,8 +1,8 @@
-// Package guard decides what a fetch of an untrusted command may look like
-// and where it may go: the request-options sanitizer (SPEC 5) and the
-// destination guard (SPEC 6). It is pure — the standard library and
-// golang.org/x/net (httpguts, idna) only — so an issuer can embed the same
-// rules the worker applies.
+// Package guard decides what an untrusted command may ask for and where it
+// may go: for content.fetch, the request-options sanitizer and the
+// destination (address) guard; for content.replicate, the object key guard.
+// It is pure — the standard library and golang.org/x/net (httpguts, idna)
+// only — so an issuer can embed the same rules the worker applies.
 //
 // # Request options
 //
@@ -52,6 +52,19 @@
 // dialer's hook, judges the exact ip:port being connected. The last check is
 // what closes DNS rebinding and covers every redirect hop, whatever resolved
 // the name.
+//
+// # Replicate object keys
+//
+// A content_replicate command names its destination as a rendered object
+// key relative to an alias's root. CheckDestination refuses, never repairs,
+// a key that is not already in its one plain form: any '%', white space at
+// either end, a leading or trailing '/', a '\', a drive qualifier, an empty,
+// "." or ".." segment, and in a segment anything but A-Z a-z 0-9 and
+// ._-+=@,()[]~ and space (so braces, NUL, control characters and non-ASCII
+// too). ObjectKey joins the alias's prefix (operator configuration, checked
+// by CheckPrefix) with the destination, so no command can name a key outside
+// the root. Refusals wrap ErrInvalidDestination; the worker reports them as
+// invalid_destination. An issuer can run the same check before minting.
 //
 // # What it does not claim
 //

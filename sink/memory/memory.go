@@ -53,6 +53,10 @@ func New(opts Options) *Sink {
 // URI returns the name Put gives the blob with this fingerprint.
 func URI(fingerprint string) string { return "mem://" + fingerprint }
 
+// URI is the package's URI as a method, so a memory Sink can stand wherever
+// a backend's URI mapping is asked for (the replicate source guard).
+func (s *Sink) URI(fingerprint string) string { return URI(fingerprint) }
+
 // Put implements sink.Sink. The bytes are read into memory before the blob
 // becomes visible, so a failed or cancelled Put leaves nothing behind.
 func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {

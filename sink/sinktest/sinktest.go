@@ -53,6 +53,7 @@ func Run(t *testing.T, newSink func(t *testing.T) sink.Sink) {
 		{"ConcurrentSameBytes", testConcurrentSameBytes},
 		{"CancelledContext", testCancelled},
 		{"OpenMissing", testOpenMissing},
+		{"URIMapping", testURIMapping},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newSink(t)) })
 	}
@@ -357,5 +358,32 @@ func testOpenMissing(t *testing.T, s sink.Sink) {
 		"",
 	} {
 		t.Run(fmt.Sprintf("%.12q", fp), func(t *testing.T) { wantNotFound(t, s, fp) })
+	}
+}
+
+// testURIMapping checks, for a backend that exposes URI(fingerprint), that it
+// names exactly what Put announces, stored or not: a reader of a blob_uri
+// (the replicate command's source guard) rebuilds the URI from the
+// fingerprint and compares, rather than parse the URI it was given.
+func testURIMapping(t *testing.T, s sink.Sink) {
+	m, ok := s.(interface {
+		URI(fingerprint string) string
+	})
+	if !ok {
+		t.Skip("the backend has no URI method")
+	}
+	data := Bytes(9, 1000)
+	fp := Fingerprint(data)
+	before := m.URI(fp)
+	b := put(t, s, data, 0)
+	if b.URI != before || m.URI(fp) != before {
+		t.Errorf("URI(fp) = %q before Put and %q after; Put announced %q", before, m.URI(fp), b.URI)
+	}
+	other := Fingerprint(Bytes(10, 1000))
+	if m.URI(other) == before {
+		t.Errorf("two fingerprints share the URI %q", before)
+	}
+	if !strings.Contains(m.URI(other), other) {
+		t.Errorf("URI(%s) = %q does not carry the fingerprint", other, m.URI(other))
 	}
 }

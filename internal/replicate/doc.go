@@ -1,0 +1,64 @@
+// Package replicate copies a blob this worker stored to a permanent store an
+// operator provisioned under an alias, and says what came of it: the
+// handling of one content_replicate command, minus the Redis loop. The loop
+// decodes a frame with envelope.DecodeReplicateCommand, calls
+// Handler.Handle, and acts on the Outcome's Kind; it builds the two facts
+// it owns (handler_error, unsupported_schema_version) with FailedFact.
+// docs/replicate.md is the contract in full.
+//
+// # Trust
+//
+// A command names an alias, never a credential. Aliases come from the
+// operator's alias file (LoadAliases) and bind a provider and a root (for
+// gcs, a bucket and a prefix); the only credential is the one the storage
+// client the caller passes in resolves (Application Default Credentials).
+// Every refusal is decided from host configuration and the command alone,
+// before that client is used, in this order:
+//
+//	alias_unknown        the alias is not provisioned here
+//	provider_disabled    the command's provider is not the alias's, or the
+//	                     alias has no writer (gdrive and ia never do; gcs
+//	                     needs a client)
+//	invalid_destination  guard.ObjectKey refuses the destination under the
+//	                     alias's prefix, or a gcs object option is not a
+//	                     string free of control characters
+//	invalid_source       the blob_uri is not what the Source mints for the
+//	                     fingerprint it ends in
+//	blob_expired         the blob is gone, or the blob_uri is a plain URI
+//	                     of the other storage backend
+//
+// The blob_uri is never opened as a path: the one thing taken from it is a
+// 64-hex lower-case fingerprint, the Source rebuilds the URI from that, and
+// the two must match exactly.
+//
+// # The write
+//
+// The blob is read twice through the Source, in constant memory: once for
+// its sha256 (it must still match its fingerprint), md5 and crc32c, then
+// streamed into a single-request create-if-absent upload
+// (ifGenerationMatch=0) that carries those digests, bounded by
+// Options.WriteTimeout. The copy's content type is the command's
+// media_type; cache_control, content_disposition and storage_class come
+// from object_options, and other options are ignored. A precondition
+// failure is settled by md5:
+//
+//	absent            written; replication_complete
+//	same md5          nothing written; the same replication_complete again
+//	other md5 (none)  destination_conflict; nothing overwritten
+//	no object at all  transient: a race, the next attempt settles it
+//
+// A provider status of 400 is invalid_destination; 401, 403, 404 and every
+// other 4xx but 408 and 429 are provider_disabled; 5xx, 408, 429, a timeout
+// and a failure without a status are transient, retried without bound.
+//
+// Reading the blob can fail too. Gone (sink.ErrNotFound) is blob_expired.
+// A temp store answering a status that will not change (its grant: a 4xx
+// but 408 and 429) matches no replicate reason, all of which describe the
+// destination, and is Unclassified; so is a blob whose bytes no longer hash
+// to its fingerprint, or that changes between the two reads. Every other
+// read failure (a disk, a 5xx, the network) is transient.
+//
+// public_url is PublicURLBase + "/" + bucket + "/" + the key quoted as
+// Python's urllib.parse.quote(key, safe="/~") does, and is formed only for
+// an object known to exist.
+package replicate

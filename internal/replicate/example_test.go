@@ -1,0 +1,88 @@
+package replicate_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/internal/replicate"
+	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/sink/local"
+)
+
+func ExampleLoadAliases() {
+	dir, _ := os.MkdirTemp("", "aliases")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "aliases.json")
+	os.WriteFile(path, []byte(`{
+		"archive": {"provider": "gcs", "bucket": "co-archive", "prefix": "/reps/"},
+		"broken":  {"provider": "gcs"}
+	}`), 0o600)
+
+	aliases := replicate.LoadAliases(path, slog.New(slog.DiscardHandler))
+	fmt.Println(aliases.Names())
+	b, ok := aliases.Resolve("archive")
+	fmt.Printf("%+v %v\n", b, ok)
+	_, ok = aliases.Resolve("broken") // dropped, and logged
+	fmt.Println(ok)
+	// Output:
+	// [archive]
+	// {Provider:gcs Bucket:co-archive Prefix:reps} true
+	// false
+}
+
+func ExampleHandler_Handle() {
+	// A fake GCS on loopback stands in for the destination bucket.
+	g, err := testenv.NewGCS("co-archive")
+	if err != nil {
+		panic(err)
+	}
+	defer g.Close()
+	dir, _ := os.MkdirTemp("", "blobs")
+	defer os.RemoveAll(dir)
+	blobs, _ := local.New(local.Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+	blob, _ := blobs.Put(context.Background(), bytes.NewReader([]byte("%PDF-1.4 …")), 0)
+
+	aliases, _ := replicate.NewAliases(map[string]replicate.Binding{
+		"archive": {Provider: replicate.ProviderGCS, Bucket: "co-archive", Prefix: "reps"},
+	})
+	h, _ := replicate.New(replicate.Options{Source: blobs, Aliases: aliases, GCS: g.Client})
+	cmd := &envelope.ContentReplicate{
+		OccurredAt: time.Now(), CommandID: "rep-1", BlobURI: blob.URI, MediaType: "application/pdf",
+		Provider: "gcs", CredentialsAlias: "archive", Destination: "2026/report (final).pdf",
+		InfoItemRepSpecID: "iirs-1", SourceRevisionID: "rev-1", InfoSourceID: "isrc-1",
+	}
+
+	out := h.Handle(context.Background(), cmd)
+	fmt.Println(out.Kind, out.Created, out.Fact.(*envelope.ReplicationComplete).PublicURL)
+	// A redelivery finds its own copy and announces it again.
+	out = h.Handle(context.Background(), cmd)
+	fmt.Println(out.Kind, out.Created)
+	// A destination outside the alias's root is refused before any write.
+	cmd.Destination = "../elsewhere.pdf"
+	out = h.Handle(context.Background(), cmd)
+	fmt.Println(out.Kind, out.Reason)
+	// Output:
+	// complete true https://storage.googleapis.com/co-archive/reps/2026/report%20%28final%29.pdf
+	// complete false
+	// permanent invalid_destination
+}
+
+func ExampleFailedFact() {
+	// The loop's own fact, once an unclassified failure reaches the
+	// delivery ceiling.
+	cmd := &envelope.ContentReplicate{CommandID: "rep-1", InfoItemRepSpecID: "iirs-1", SourceRevisionID: "rev-1", InfoSourceID: "isrc-1"}
+	fact := replicate.FailedFact(cmd, envelope.ReplicateReasonHandlerError, "replicate: handler panic: boom", 5,
+		time.Date(2026, 11, 29, 23, 20, 4, 0, time.UTC))
+	fields, _ := envelope.ToWire(fact)
+	fmt.Println(fields["key"])
+	fmt.Println(fields["payload"])
+	// Output:
+	// rep-1:2026-11-29T23:20:04.000000Z
+	// {"schema_version":1,"event_type":"replication_failed","occurred_at":"2026-11-29T23:20:04.000000Z","command_id":"rep-1","info_item_rep_spec_id":"iirs-1","source_revision_id":"rev-1","info_source_id":"isrc-1","reason":"handler_error","terminal":true,"attempts":5,"detail":"replicate: handler panic: boom"}
+}

@@ -1,0 +1,68 @@
+package replicate
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/replicator-go/replicator/envelope"
+)
+
+// MaxDetailLength bounds a replication_failed detail, in bytes.
+const MaxDetailLength = 1024
+
+// FailedFact builds a terminal replication_failed about cmd, echoing its
+// command_id and the three ids verbatim. attempts is set on the fact only
+// when positive (the loop passes the delivery count for handler_error);
+// detail is bounded to MaxDetailLength and must never carry a credential.
+// The loop uses it for the two reasons it owns:
+//
+//	FailedFact(cmd, envelope.ReplicateReasonHandlerError, err.Error(), attempts, now)
+//	FailedFact(cmd, envelope.ReplicateReasonUnsupportedSchemaVersion, "schema_version=2", 0, now)
+//
+// For an unsupported version, cmd is the partial command
+// envelope.DecodeReplicateCommand returns.
+func FailedFact(cmd *envelope.ContentReplicate, reason envelope.ReplicateReason, detail string, attempts int, now time.Time) *envelope.ReplicationFailed {
+	fact := &envelope.ReplicationFailed{
+		SchemaVersion:     envelope.SchemaVersion,
+		OccurredAt:        now,
+		CommandID:         cmd.CommandID,
+		InfoItemRepSpecID: cmd.InfoItemRepSpecID,
+		SourceRevisionID:  cmd.SourceRevisionID,
+		InfoSourceID:      cmd.InfoSourceID,
+		Reason:            reason,
+		Terminal:          true,
+	}
+	if attempts > 0 {
+		fact.Attempts = envelope.Ptr(attempts)
+	}
+	if detail != "" {
+		fact.Detail = envelope.Ptr(boundDetail(detail))
+	}
+	return fact
+}
+
+func boundDetail(s string) string {
+	if len(s) <= MaxDetailLength {
+		return s
+	}
+	cut := MaxDetailLength - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// quoteBounded quotes a command's value for a detail, cut to a length a log
+// line and a fact can carry.
+func quoteBounded(s string) string {
+	const limit = 120
+	if len(s) <= limit {
+		return strconv.Quote(s)
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "..."
+}
