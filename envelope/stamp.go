@@ -16,5 +16,9 @@ func Stamp(m Model, t time.Time) {
 		v.OccurredAt = t
 	case *FetchFailed:
 		v.OccurredAt = t
+	case *ReplicationComplete:
+		v.OccurredAt = t
+	case *ReplicationFailed:
+		v.OccurredAt = t
 	}
 }

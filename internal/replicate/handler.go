@@ -170,6 +170,9 @@ func New(opts Options) (*Handler, error) {
 	return h, nil
 }
 
+// WriteTimeout returns the bound on one write in force.
+func (h *Handler) WriteTimeout() time.Duration { return h.writeTimeout }
+
 // Handle handles one command. The guards run first, in this order, each
 // decided from host configuration and the command alone, so a refused
 // command is refused before any credential is used: the alias
