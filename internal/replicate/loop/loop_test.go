@@ -276,7 +276,7 @@ func TestLoopRefusalsAreAnnouncedThenDeadLettered(t *testing.T) {
 	uri := e.store([]byte("stored"))
 	gone := e.blobs.URI(strings.Repeat("ab", 32))
 	conflict := e.store([]byte("new bytes"))
-	if err := e.gcs.Client.Bucket(destBucket).Object(e.prefix+"/taken.txt").NewWriter(context.Background()).Close(); err != nil {
+	if err := e.gcs.Client.Bucket(destBucket).Object(e.prefix + "/taken.txt").NewWriter(context.Background()).Close(); err != nil {
 		t.Fatal(err)
 	}
 	rows := []struct {
