@@ -23,11 +23,11 @@ type Class struct {
 	StatusCode int
 	// Retry reports whether another attempt soon might succeed: the origin
 	// or the network failed (5xx, 408, 429, a failure on the wire, a failed
-	// lookup, a timeout). A certificate that failed verification, and a
-	// Transient failure of this process (parked,
-	// stopping, storage full or failing, the caller's cancellation, an
-	// unrecognised error) is retried by the worker through the stream, but
-	// not by Get, whose retries are seconds apart.
+	// lookup, a timeout). A certificate that failed verification, a body
+	// that does not decode, and a Transient failure of this process
+	// (parked, stopping, storage full or failing, the caller's
+	// cancellation, an unrecognised error) are retried by the worker
+	// through the stream, but not by Get, whose retries are seconds apart.
 	Retry bool
 }
 
@@ -44,6 +44,7 @@ type Class struct {
 //	  ErrTimeout, ErrDeadline
 //	ErrNetwork: a certificate that failed     Transient
 //	  verification
+//	ErrContentCoding                          Transient
 //	ErrParked, ErrStopping, ErrStorageFull,   Transient
 //	  ErrStore, context.Canceled,
 //	  context.DeadlineExceeded, anything else
@@ -72,6 +73,10 @@ func Classify(err error) Class {
 		// The fetch's own bounds, told apart from the caller's below.
 		return Class{Kind: Transient, Retry: true}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Class{Kind: Transient}
+	case errors.Is(err, ErrContentCoding):
+		// Transient as httpx's decoding errors are for the reference; the
+		// same corrupt stream would come back in seconds.
 		return Class{Kind: Transient}
 	case errors.Is(err, ErrNetwork):
 		// A certificate that failed verification fails the same way again
