@@ -9,13 +9,16 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/sink"
 )
 
 // Class is what a failure means: whether the command it ends is closed for
-// good (Permanent, with the contract's reason token) or may be tried again
-// (Transient), and whether trying again soon could help.
+// good (Permanent, with the contract's reason token), may be tried again
+// (Transient), or failed in this worker in a way only an operator can mend
+// (Unclassified: tried again up to the delivery ceiling, then closed as
+// handler_error), and whether trying again soon could help.
 type Class struct {
-	// Kind is Permanent or Transient.
+	// Kind is Permanent, Transient or Unclassified.
 	Kind Kind
 	// Reason is the failure token of a Permanent failure.
 	Reason envelope.Reason
@@ -45,15 +48,24 @@ type Class struct {
 //	ErrNetwork: a certificate that failed     Transient
 //	  verification
 //	ErrContentCoding                          Transient
+//	sink.ErrPermanent (a store refused for   Unclassified
+//	  good: a lost permission, a missing
+//	  bucket)
 //	ErrParked, ErrStopping, ErrStorageFull,   Transient
 //	  ErrStore, context.Canceled,
 //	  context.DeadlineExceeded, anything else
 //
 // A 304 is not a failure (Result.NotModified). A panic in the Handler is
-// Unclassified; Classify never returns that kind.
+// Unclassified too.
 func Classify(err error) Class {
 	var status *StatusError
 	switch {
+	case errors.Is(err, sink.ErrPermanent):
+		// The origin did nothing wrong, so no reason token fits; as in the
+		// reference, the command waits out the delivery ceiling (an
+		// operator's window to mend the grant) and then closes as
+		// handler_error instead of retrying silently for ever.
+		return Class{Kind: Unclassified}
 	case errors.Is(err, ErrNotFetchable), errors.Is(err, guard.ErrInvalidHost):
 		// A host with no ASCII form can never be dialed: the URL is as
 		// unusable as one that does not parse.

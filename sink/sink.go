@@ -19,6 +19,12 @@ var (
 	ErrTooLarge = errors.New("sink: blob exceeds size limit")
 	// ErrNotFound means no blob has the fingerprint asked for.
 	ErrNotFound = errors.New("sink: blob not found")
+	// ErrPermanent means the store refused a Put in a way that trying again
+	// will not heal: a bucket that is gone or that this identity may no
+	// longer write (for GCS, a 4xx other than 408 and 429). Nothing was
+	// stored. Other failures (a full disk, a timeout, a 5xx) are worth
+	// retrying and do not wrap it.
+	ErrPermanent = errors.New("sink: store refused")
 )
 
 // Blob describes stored bytes.

@@ -28,6 +28,11 @@
 // unlinked as soon as it is created (on systems that allow it) and removed
 // in every case when Put returns.
 //
+// A refusal that retrying will not heal (400, 401, 403, a 404 for a bucket
+// that is gone, any other 4xx but 408 and 429) wraps sink.ErrPermanent, so
+// the fetcher can stop treating the store as passing trouble; timeouts,
+// 408, 429, 5xx and failures without a status do not.
+//
 // # Retention
 //
 // There is no sweep and no total ceiling: the bucket's lifecycle rule
