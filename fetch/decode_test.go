@@ -138,6 +138,9 @@ func TestHandleStoresDecodedBodies(t *testing.T) {
 				if fact.ContentFingerprint != sha(tt.want) || fact.SizeBytes != int64(len(tt.want)) {
 					t.Errorf("fact announces %s, %d bytes; want %s, %d", fact.ContentFingerprint, fact.SizeBytes, sha(tt.want), len(tt.want))
 				}
+				if mt, _ := h.sink.MediaType(fact.ContentFingerprint); mt != "text/plain" || fact.MediaType != mt {
+					t.Errorf("sink recorded media type %q, fact announces %q; want text/plain for both", mt, fact.MediaType)
+				}
 				if fact.FetchedAt == nil || fact.FetchedAt.IsZero() {
 					t.Errorf("fetched_at = %v, want the time the body ended", fact.FetchedAt)
 				}

@@ -184,7 +184,8 @@ type Result struct {
 func (r *Result) NotModified() bool { return r != nil && r.StatusCode == http.StatusNotModified }
 
 // Fetch GETs req.URL, following up to MaxRedirects redirects, and streams a
-// 2xx body into dst. For each hop, in this order: the URL must be http(s)
+// 2xx body into dst, decoded, with the media type blob_available announces
+// (sink.PutWith). For each hop, in this order: the URL must be http(s)
 // with a host (ErrNotFetchable); the guard judges the destination
 // (guard.ErrRefused); before the first request only, a sink over its
 // ceiling refuses the fetch (ErrStorageFull); the hop waits for its host's
@@ -305,7 +306,7 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host strin
 			}
 			src = dec
 		}
-		blob, err := dst.Put(ctx, src, f.maxBody)
+		blob, err := sink.PutWith(ctx, dst, src, sink.PutOptions{Limit: f.maxBody, MediaType: headerMediaType(resp.Header)})
 		if err != nil {
 			switch {
 			case errors.Is(err, sink.ErrTooLarge):

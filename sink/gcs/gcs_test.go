@@ -324,7 +324,7 @@ func TestObjectVanishesBeforeRestamp(t *testing.T) {
 func TestUploadFailures(t *testing.T) {
 	p := newProxy(t)
 	for _, tc := range []struct {
-		name        string
+		name          string
 		fail          []int // statuses injected on successive uploads
 		wantErr       bool
 		wantPermanent bool // the error wraps sink.ErrPermanent
@@ -373,6 +373,50 @@ func TestUploadFailures(t *testing.T) {
 			}
 			if left, _ := os.ReadDir(spool); len(left) != 0 {
 				t.Errorf("spool dir holds %d files after Put, want none", len(left))
+			}
+		})
+	}
+}
+
+// TestContentTypeIsTheMediaType: the object a PutWith creates carries the
+// body's media type as its content type, as the reference stores it; Put
+// and an empty type give application/octet-stream; a re-reference under
+// another type leaves the object's type as created.
+func TestContentTypeIsTheMediaType(t *testing.T) {
+	s := newSink(t, nil, Options{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		put  func(data []byte) (sink.Blob, error)
+		want string
+	}{
+		{name: "PutWith text/html", want: "text/html", put: func(d []byte) (sink.Blob, error) {
+			return s.PutWith(ctx, bytes.NewReader(d), sink.PutOptions{MediaType: "text/html"})
+		}},
+		{name: "sink.PutWith application/pdf", want: "application/pdf", put: func(d []byte) (sink.Blob, error) {
+			return sink.PutWith(ctx, s, bytes.NewReader(d), sink.PutOptions{MediaType: "application/pdf"})
+		}},
+		{name: "PutWith without a type", want: "application/octet-stream", put: func(d []byte) (sink.Blob, error) {
+			return s.PutWith(ctx, bytes.NewReader(d), sink.PutOptions{})
+		}},
+		{name: "Put", want: "application/octet-stream", put: func(d []byte) (sink.Blob, error) {
+			return s.Put(ctx, bytes.NewReader(d), 0)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := []byte("content typed: " + tc.name)
+			b, err := tc.put(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := attrs(t, s, b.Fingerprint).ContentType; got != tc.want {
+				t.Errorf("object content type = %q, want %q", got, tc.want)
+			}
+			if _, err := s.PutWith(ctx, bytes.NewReader(data), sink.PutOptions{MediaType: "image/png"}); err != nil {
+				t.Fatal(err)
+			}
+			if got := attrs(t, s, b.Fingerprint).ContentType; got != tc.want {
+				t.Errorf("after a re-reference as image/png, content type = %q, want %q still", got, tc.want)
 			}
 		})
 	}
