@@ -44,6 +44,17 @@ func TestWorkerRefusesBadSettings(t *testing.T) {
 			want: []string{`REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS="": empty`}},
 		{name: "blank consumer group", env: []string{"REPLICATOR_CONSUMER_GROUP=  "},
 			want: []string{`REPLICATOR_CONSUMER_GROUP="": empty`}},
+		// Set explicitly, the whole-fetch bound may not undercut the ceiling.
+		{name: "whole-fetch bound set below a raised timeout ceiling",
+			env:  []string{"REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS=300", "REPLICATOR_MAX_FETCH_SECONDS=200"},
+			want: []string{`REPLICATOR_MAX_FETCH_SECONDS="200" is below REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS="300"`}},
+		// Values the reference boots with that are unsafe here.
+		{name: "read block of 0 (BLOCK 0 waits for ever)", env: []string{"REPLICATOR_READ_BLOCK_MS=0"},
+			want: []string{`REPLICATOR_READ_BLOCK_MS="0"`}},
+		{name: "unbounded storage timeout", env: []string{"REPLICATOR_BLOB_TIMEOUT_SECONDS=inf"},
+			want: []string{`REPLICATOR_BLOB_TIMEOUT_SECONDS="inf": not finite`}},
+		{name: "two spellings of one name that disagree", env: []string{"REPLICATOR_LOG_LEVEL=DEBUG", "replicator_log_level=ERROR"},
+			want: []string{"REPLICATOR_LOG_LEVEL and replicator_log_level are both set, to different values"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
