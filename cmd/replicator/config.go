@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/guard"
 )
@@ -152,10 +150,14 @@ var errBlank = errors.New("empty: give a value, or unset the variable for its de
 // section 9. It is also what `replicator worker --help` prints.
 var settings = []setting{
 	{name: "REPLICATOR_REDIS_URL", def: "redis://localhost:6379/0", secret: true,
-		help: "Redis URL; extra cluster seeds as ?addr=host:port",
+		help: "Redis URL, read as redis-py reads it (db, ssl_cert_reqs, ssl_ca_certs, ssl_certfile, ssl_keyfile, …); extra cluster seeds as ?addr=host:port",
 		set: func(c *Config, v string) error {
-			if _, err := rueidis.ParseURL(v); err != nil {
-				return errors.New("not a redis:// , rediss:// or unix:// URL")
+			t, err := parseRedisURL(v)
+			if err != nil {
+				return errors.New(strings.TrimPrefix(err.Error(), "redis url: "))
+			}
+			for _, n := range t.notes {
+				c.Warnings = append(c.Warnings, "REPLICATOR_REDIS_URL "+n)
 			}
 			c.RedisURL = v
 			return nil

@@ -145,7 +145,7 @@ func TestWorkerEndToEnd(t *testing.T) {
 	})
 
 	// seed → worker → fact, with a credential header riding along.
-	r := runBinary(t, []string{"REPLICATOR_REDIS_URL=" + srv.URL()}, "seed", "--info-source-id", "src-e2e",
+	r := runBinary(t, []string{"REPLICATOR_REDIS_URL=" + srv.URL()}, "seed", "--production", "--info-source-id", "src-e2e",
 		"-H", "Authorization: "+secret, "--watch", "--watch-timeout", "30s", origin.URL+"/doc")
 	if r.code != 0 {
 		t.Fatalf("seed --watch: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
@@ -293,7 +293,7 @@ func TestWorkerFleetPoliteness(t *testing.T) {
 	}
 
 	r := runBinary(t, []string{"REPLICATOR_REDIS_URL=" + srv.URL()},
-		append([]string{"seed", "--info-source-id", "fleet", "--watch", "--watch-timeout", "100s"}, urls...)...)
+		append([]string{"seed", "--production", "--info-source-id", "fleet", "--watch", "--watch-timeout", "100s"}, urls...)...)
 	if r.code != 0 {
 		t.Fatalf("seed --watch: exit %d\nstderr:\n%s\nstdout tail:\n%s", r.code, r.stderr, tail(r.stdout, 2000))
 	}
@@ -407,7 +407,7 @@ func TestWorkerAgainstCluster(t *testing.T) {
 		// The seed may land before the worker creates the group.
 		"REPLICATOR_CONSUMER_START_ID=0",
 	}, "worker")
-	r := runBinary(t, nil, "seed", "--redis-url", redisURL, "--info-source-id", "src-cluster", "--watch", "--watch-timeout", "60s", origin.URL+"/")
+	r := runBinary(t, nil, "seed", "--redis-url", redisURL, "--production", "--info-source-id", "src-cluster", "--watch", "--watch-timeout", "60s", origin.URL+"/")
 	if r.code != 0 || !strings.Contains(r.stdout, "[1/1] blob_available") {
 		t.Fatalf("seed --watch: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
