@@ -78,7 +78,9 @@ type PutOptions struct {
 
 // OptionsSink is a Sink that takes PutOptions: a backend that keeps
 // metadata with its blobs implements it (gcs, memory). Store through PutWith
-// so that a Sink without it still works.
+// so that a Sink without it still works. A wrapper that embeds such a
+// backend and overrides Put must override PutWith as well (or embed the
+// Sink interface instead), or the backend's PutWith is promoted past it.
 type OptionsSink interface {
 	Sink
 	// PutWith is Put with opts.Limit as its limit, recording what else opts
