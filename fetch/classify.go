@@ -9,13 +9,16 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/sink"
 )
 
 // Class is what a failure means: whether the command it ends is closed for
-// good (Permanent, with the contract's reason token) or may be tried again
-// (Transient), and whether trying again soon could help.
+// good (Permanent, with the contract's reason token), may be tried again
+// (Transient), or failed in this worker in a way only an operator can mend
+// (Unclassified: tried again up to the delivery ceiling, then closed as
+// handler_error), and whether trying again soon could help.
 type Class struct {
-	// Kind is Permanent or Transient.
+	// Kind is Permanent, Transient or Unclassified.
 	Kind Kind
 	// Reason is the failure token of a Permanent failure.
 	Reason envelope.Reason
@@ -23,11 +26,11 @@ type Class struct {
 	StatusCode int
 	// Retry reports whether another attempt soon might succeed: the origin
 	// or the network failed (5xx, 408, 429, a failure on the wire, a failed
-	// lookup, a timeout). A certificate that failed verification, and a
-	// Transient failure of this process (parked,
-	// stopping, storage full or failing, the caller's cancellation, an
-	// unrecognised error) is retried by the worker through the stream, but
-	// not by Get, whose retries are seconds apart.
+	// lookup, a timeout). A certificate that failed verification, a body
+	// that does not decode, and a Transient failure of this process
+	// (parked, stopping, storage full or failing, the caller's
+	// cancellation, an unrecognised error) are retried by the worker
+	// through the stream, but not by Get, whose retries are seconds apart.
 	Retry bool
 }
 
@@ -45,12 +48,16 @@ type Class struct {
 //	  ErrTimeout, ErrDeadline
 //	ErrNetwork: a certificate that failed     Transient
 //	  verification
+//	ErrContentCoding                          Transient
+//	sink.ErrPermanent (a store refused for   Unclassified
+//	  good: a lost permission, a missing
+//	  bucket)
 //	ErrParked, ErrStopping, ErrStorageFull,   Transient
 //	  ErrStore, context.Canceled,
 //	  context.DeadlineExceeded, anything else
 //
 // A 304 is not a failure (Result.NotModified). A panic in the Handler is
-// Unclassified; Classify never returns that kind.
+// Unclassified too.
 func Classify(err error) Class {
 	var status *StatusError
 	switch {
@@ -58,6 +65,12 @@ func Classify(err error) Class {
 		// First: the hook's own error, also wrapped, may name any sentinel,
 		// and a refusal stays a refusal whatever it says.
 		return Class{Kind: Permanent, Reason: envelope.ReasonDestinationRefused}
+	case errors.Is(err, sink.ErrPermanent):
+		// The origin did nothing wrong, so no reason token fits; as in the
+		// reference, the command waits out the delivery ceiling (an
+		// operator's window to mend the grant) and then closes as
+		// handler_error instead of retrying silently for ever.
+		return Class{Kind: Unclassified}
 	case errors.Is(err, ErrNotFetchable), errors.Is(err, guard.ErrInvalidHost):
 		// A host with no ASCII form can never be dialed: the URL is as
 		// unusable as one that does not parse.
@@ -77,6 +90,10 @@ func Classify(err error) Class {
 		// The fetch's own bounds, told apart from the caller's below.
 		return Class{Kind: Transient, Retry: true}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Class{Kind: Transient}
+	case errors.Is(err, ErrContentCoding):
+		// Transient as httpx's decoding errors are for the reference; the
+		// same corrupt stream would come back in seconds.
 		return Class{Kind: Transient}
 	case errors.Is(err, ErrNetwork):
 		// A certificate that failed verification fails the same way again

@@ -27,7 +27,7 @@
 // (10, so 11 requests in all); authorization, proxy-authorization and cookie
 // go only to hops on the requested URL's origin. A 2xx body streams into the
 // sink while it is hashed, up to Options.MaxBodyBytes counted after
-// transparent decompression (ErrTooLarge, nothing stored). A 429 or 503
+// its content codings are removed (ErrTooLarge, nothing stored). A 429 or 503
 // escalates the host's spacing.
 //
 // # Classification
@@ -48,10 +48,11 @@
 //	304                                     NotModified, fact not_modified
 //	2xx                                     Stored, fact blob_available
 //	5xx, 408, 429, network errors,          Transient  (no fact; retried through
-//	  timeouts, a failed or full store,                 the stream's reclaim)
+//	  timeouts, a body that does not                    the stream's reclaim)
+//	  decode, a failed or full store,
 //	  parked for politeness
-//	a panic                                 Unclassified (handler_error at the
-//	                                                    delivery ceiling)
+//	a panic; a store refused for good       Unclassified (handler_error at the
+//	  (sink.ErrPermanent)                               delivery ceiling)
 //
 // # Feed discovery
 //
@@ -70,13 +71,18 @@
 //
 // # Compression
 //
-// Unless the command sets accept-encoding, a request asks for gzip and the
-// body is stored decoded; the size ceiling counts decoded bytes, so a gzip
-// bomb stops at it. A command that sets accept-encoding gets the bytes
-// exactly as the origin sent them. So does one that sets range: a byte
-// range of a compressed representation cannot be decoded on its own, so
-// such a request does not ask for gzip (as net/http decides), and what
-// arrives is stored as it is.
+// The fetcher removes content codings itself: unless the request sets
+// accept-encoding (or range) it asks for gzip, and whatever it asked for it
+// removes gzip, deflate (zlib-wrapped or raw), br and zstd, stacks of them
+// in reverse order of Content-Encoding, stopping at the first coding it does
+// not know (the rest is stored as sent; identity is nothing). The bytes
+// stored, hashed and counted against Options.MaxBodyBytes are the decoded
+// ones, so a compression bomb stops at the ceiling; decoders stream, and
+// zstd windows over 8 MB are refused. A declared Content-Length refuses a
+// body unread only when nothing is to be decoded; encoded bytes are bounded
+// at twice the ceiling. A 206 is stored as sent: a range of an encoded
+// representation cannot be decoded on its own. A stream that does not
+// decode is ErrContentCoding, transient.
 //
 // # Errors and logs
 //

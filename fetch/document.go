@@ -69,6 +69,12 @@ func (s *sniffSink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blo
 	return s.Sink.Put(ctx, &headReader{r: r, s: s}, limit)
 }
 
+// PutWith forwards the options to the underlying sink, so wrapping it never
+// loses the media type.
+func (s *sniffSink) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+	return sink.PutWith(ctx, s.Sink, &headReader{r: r, s: s}, opts)
+}
+
 // Full forwards the underlying sink's ceiling, if it has one, so wrapping
 // it never hides a full store from Fetch.
 func (s *sniffSink) Full() bool {

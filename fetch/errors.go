@@ -43,8 +43,12 @@ var (
 	// underlying error is wrapped too. Refusals at dial time keep
 	// guard.ErrRefused and failed lookups guard.ErrResolve instead.
 	ErrNetwork = errors.New("fetch: network error")
+	// ErrContentCoding means a body's Content-Encoding could not be removed:
+	// the stream is corrupt or ends early. Nothing was stored.
+	ErrContentCoding = errors.New("fetch: body does not decode")
 	// ErrStore means the sink failed to store a body that arrived whole (a
-	// full disk, an unreachable bucket).
+	// full disk, an unreachable bucket). A failure the sink reports as
+	// sink.ErrPermanent keeps that sentinel too.
 	ErrStore = errors.New("fetch: storing the body failed")
 )
 

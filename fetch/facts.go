@@ -128,6 +128,12 @@ func latin1Header(h http.Header) bool {
 	return false
 }
 
+// headerMediaType is the media_type a response with header h is announced
+// with, which is also what a sink that records one is given.
+func headerMediaType(h http.Header) string {
+	return mediaType(headerText(h.Get("Content-Type"), latin1Header(h)))
+}
+
 // blobFact builds the success fact for a stored 2xx.
 func blobFact(cmd *envelope.ContentFetch, res *Result, now time.Time) *envelope.BlobAvailable {
 	h := res.Header

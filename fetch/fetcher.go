@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/replicator-go/replicator/envelope"
@@ -47,8 +48,9 @@ type Options struct {
 	// Stop, when closed, cuts pacing waits short with ErrStopping. Requests
 	// already sent are not interrupted (cancel the context for that).
 	Stop <-chan struct{}
-	// MaxBodyBytes bounds the bytes stored, counted after transparent
-	// decompression. Zero means DefaultMaxBodyBytes.
+	// MaxBodyBytes bounds the bytes stored, counted after the content
+	// codings are removed (gzip, deflate, br, zstd), so a compression bomb
+	// stops at it. Zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// DefaultTimeout bounds each operation when the request sets no timeout.
 	// Zero means guard.DefaultTimeout (30 s).
@@ -206,7 +208,8 @@ type Result struct {
 func (r *Result) NotModified() bool { return r != nil && r.StatusCode == http.StatusNotModified }
 
 // Fetch GETs req.URL, following up to MaxRedirects redirects, and streams a
-// 2xx body into dst. For each hop, in this order: the URL must be http(s)
+// 2xx body into dst, decoded, with the media type blob_available announces
+// (sink.PutWith). For each hop, in this order: the URL must be http(s)
 // with a host (ErrNotFetchable); the fetcher's CheckURL, then the
 // request's, judge it (ErrURLRefused); the guard judges the destination
 // (guard.ErrRefused); before the first request only, a sink over its
@@ -308,17 +311,40 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host strin
 	code := resp.StatusCode
 	switch {
 	case code >= 200 && code < 300:
-		if resp.ContentLength > f.maxBody {
-			return fmt.Errorf("%w: Content-Length %d over the %d-byte limit", ErrTooLarge, resp.ContentLength, f.maxBody)
-		}
 		body := &timedBody{r: resp.Body, wd: wd, now: f.clock.now}
-		blob, err := dst.Put(ctx, body, f.maxBody)
+		var codings []string
+		if code != http.StatusPartialContent {
+			// A 206 is a range of the encoded representation: stored as sent.
+			codings = contentCodings(resp.Header.Values("Content-Encoding"))
+		}
+		dec := newDecoder(body, codings, f.maxBody, f.clock.now)
+		var src io.Reader = body
+		if dec == nil {
+			// The bytes stored are the bytes sent, so a declared length
+			// over the limit is refused unread.
+			if resp.ContentLength > f.maxBody {
+				return fmt.Errorf("%w: Content-Length %d over the %d-byte limit", ErrTooLarge, resp.ContentLength, f.maxBody)
+			}
+		} else {
+			// The declared length counts encoded bytes, which say little
+			// about the decoded size; only the encoded bound applies.
+			defer dec.close()
+			if limit := encodedLimit(f.maxBody); resp.ContentLength > limit {
+				return fmt.Errorf("%w: %s body of Content-Length %d over the %d-byte encoded limit", ErrTooLarge, strings.Join(dec.removed, ", "), resp.ContentLength, limit)
+			}
+			src = dec
+		}
+		blob, err := sink.PutWith(ctx, dst, src, sink.PutOptions{Limit: f.maxBody, MediaType: headerMediaType(resp.Header)})
 		if err != nil {
 			switch {
 			case errors.Is(err, sink.ErrTooLarge):
 				return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, f.maxBody)
 			case body.err != nil:
 				return f.ioError(ctx, fetchCtx, wd, u, body.err)
+			case dec != nil && dec.over():
+				return fmt.Errorf("%w: %s body over the %d-byte encoded limit", ErrTooLarge, strings.Join(dec.removed, ", "), encodedLimit(f.maxBody))
+			case dec != nil && dec.err != nil:
+				return fmt.Errorf("%w: %s: removing %s: %w", ErrContentCoding, shown(u), strings.Join(dec.removed, ", "), dec.err)
 			case ctx.Err() != nil:
 				return ctx.Err()
 			}
@@ -326,6 +352,9 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host strin
 		}
 		res.Blob = blob
 		res.FetchedAt = body.doneAt
+		if dec != nil {
+			res.FetchedAt = dec.doneAt
+		}
 		return nil
 	case code == http.StatusNotModified:
 		return nil

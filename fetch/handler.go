@@ -31,8 +31,9 @@ const (
 	Permanent
 	// Transient: publish nothing; leave the entry pending for a retry.
 	Transient
-	// Unclassified: a bug (a panic); leave pending until the delivery
-	// ceiling, then publish handler_error and dead-letter.
+	// Unclassified: a bug (a panic) or a store that refused for good
+	// (sink.ErrPermanent); leave pending until the delivery ceiling, then
+	// publish handler_error and dead-letter.
 	Unclassified
 )
 
@@ -152,8 +153,15 @@ func (h *Handler) Handle(ctx context.Context, cmd *envelope.ContentFetch) (out O
 // classify maps a fetch error onto an outcome (Classify).
 func (h *Handler) classify(cmd *envelope.ContentFetch, res *Result, err error) Outcome {
 	c := Classify(err)
-	if c.Kind == Permanent {
+	switch c.Kind {
+	case Permanent:
 		return h.permanent(cmd, c.Reason, err, c.StatusCode, res)
+	case Unclassified:
+		out := Outcome{Kind: Unclassified, Err: err, Result: res}
+		if res != nil {
+			out.StatusCode = res.StatusCode
+		}
+		return out
 	}
 	var parked *ParkedError
 	if errors.As(err, &parked) {

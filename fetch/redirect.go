@@ -81,11 +81,19 @@ var credentialHeaders = map[string]bool{
 	"cookie":              true,
 }
 
-// hopHeader builds one hop's request header: the default user-agent, then
-// the request's headers over it, one field line per name.
+// hopHeader builds one hop's request header: the defaults (user-agent, and
+// accept-encoding gzip), then the request's headers over them, one field
+// line per name. A request that sets range is not offered gzip: a byte range
+// of an encoded representation cannot be decoded on its own.
 func (f *Fetcher) hopHeader(headers map[string]string, sameOrigin bool) http.Header {
-	h := make(http.Header, len(headers)+1)
+	h := make(http.Header, len(headers)+2)
 	h.Set("User-Agent", f.userAgent)
+	h.Set("Accept-Encoding", "gzip")
+	for name := range headers {
+		if strings.EqualFold(name, "range") {
+			h.Del("Accept-Encoding")
+		}
+	}
 	for name, value := range headers {
 		if credentialHeaders[strings.ToLower(name)] && !sameOrigin {
 			continue

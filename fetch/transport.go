@@ -15,7 +15,9 @@ import (
 // judged (closing DNS rebinding). Environment proxies are never used: a
 // proxy would dial on our behalf, out of the guard's sight. Connections
 // are wrapped to report when a request's bytes have left (departureConn). Timeouts are
-// per request (the watchdog), not per transport.
+// per request (the watchdog), not per transport. Compression is the
+// fetcher's own (see hopHeader and decoder): net/http would decode only
+// the gzip it asked for itself.
 func newTransport(g *guard.Guard, tlsConfig *tls.Config) *http.Transport {
 	if tlsConfig == nil {
 		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
@@ -32,6 +34,7 @@ func newTransport(g *guard.Guard, tlsConfig *tls.Config) *http.Transport {
 			return &departureConn{Conn: c}, nil
 		},
 		TLSClientConfig:        tlsConfig,
+		DisableCompression:     true,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           1024,
 		MaxIdleConnsPerHost:    4,

@@ -19,6 +19,12 @@ var (
 	ErrTooLarge = errors.New("sink: blob exceeds size limit")
 	// ErrNotFound means no blob has the fingerprint asked for.
 	ErrNotFound = errors.New("sink: blob not found")
+	// ErrPermanent means the store refused a Put in a way that trying again
+	// will not heal: a bucket that is gone or that this identity may no
+	// longer write (for GCS, a 4xx other than 408 and 429). Nothing was
+	// stored. Other failures (a full disk, a timeout, a 5xx) are worth
+	// retrying and do not wrap it.
+	ErrPermanent = errors.New("sink: store refused")
 )
 
 // Blob describes stored bytes.
@@ -51,6 +57,46 @@ type Sink interface {
 	// Open returns the stored bytes of a fingerprint, or an error wrapping
 	// ErrNotFound.
 	Open(ctx context.Context, fingerprint string) (io.ReadCloser, error)
+}
+
+// DefaultMediaType is what a blob stored without a media type is recorded
+// as by a backend that records one.
+const DefaultMediaType = "application/octet-stream"
+
+// PutOptions describes a store beyond its bytes. The zero value is a store
+// with no limit and no media type.
+type PutOptions struct {
+	// Limit > 0 bounds the bytes accepted, as Put's limit does.
+	Limit int64
+	// MediaType is the body's media type, normalized as blob_available
+	// announces it ("text/html"). A backend that keeps metadata with a blob
+	// records it when it creates the blob (gcs: the object's content type);
+	// a re-reference keeps what the first store recorded, since identical
+	// bytes are one blob. Empty means DefaultMediaType.
+	MediaType string
+}
+
+// OptionsSink is a Sink that takes PutOptions: a backend that keeps
+// metadata with its blobs implements it (gcs, memory). Store through PutWith
+// so that a Sink without it still works. A wrapper that embeds such a
+// backend and overrides Put must override PutWith as well (or embed the
+// Sink interface instead), or the backend's PutWith is promoted past it.
+type OptionsSink interface {
+	Sink
+	// PutWith is Put with opts.Limit as its limit, recording what else opts
+	// describes.
+	PutWith(ctx context.Context, r io.Reader, opts PutOptions) (Blob, error)
+}
+
+// PutWith stores r in s with opts: through s.PutWith when s is an
+// OptionsSink, else through s.Put with opts.Limit, so a sink that keeps no
+// metadata (local, or one of a caller's own) needs only the two methods of
+// Sink.
+func PutWith(ctx context.Context, s Sink, r io.Reader, opts PutOptions) (Blob, error) {
+	if o, ok := s.(OptionsSink); ok {
+		return o.PutWith(ctx, r, opts)
+	}
+	return s.Put(ctx, r, opts.Limit)
 }
 
 // Ceiling is implemented by backends with a total-size ceiling (local).

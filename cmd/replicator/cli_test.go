@@ -255,7 +255,7 @@ func TestSeedCommand(t *testing.T) {
 	env := []string{"REPLICATOR_REDIS_URL=" + srv.URL()}
 
 	t.Run("publishes one command per URL", func(t *testing.T) {
-		r := runBinary(t, env, "seed", "--info-source-id", "src-1", "-H", "Accept: text/html", "--timeout", "12.5",
+		r := runBinary(t, env, "seed", "--production", "--info-source-id", "src-1", "-H", "Accept: text/html", "--timeout", "12.5",
 			"https://a.example/1", "https://b.example/2")
 		if r.code != 0 {
 			t.Fatalf("exit %d\n%s", r.code, r.stderr)
@@ -314,7 +314,7 @@ func TestSeedCommand(t *testing.T) {
 		// A fact for another command, already there before the seed: never counted.
 		publishFact(t, c, &envelope.BlobAvailable{CommandID: "someone-else", OccurredAt: time.Now(), ContentFingerprint: strings.Repeat("a", 64), BlobURI: "file:///x", MediaType: "text/plain", URL: "u", InfoSourceID: "i"})
 		go answerCommands(ctx, c, cursor)
-		r := runBinary(t, env, "seed", "--info-source-id", "src-1", "--watch", "--watch-timeout", "20s",
+		r := runBinary(t, env, "seed", "--production", "--info-source-id", "src-1", "--watch", "--watch-timeout", "20s",
 			"https://ok.example/", "https://same.example/", "https://bad.example/")
 		if r.code != 1 {
 			t.Errorf("exit code = %d, want 1 (one command failed)\n%s", r.code, r.stderr)
@@ -338,7 +338,7 @@ func TestSeedCommand(t *testing.T) {
 	})
 
 	t.Run("watch times out", func(t *testing.T) {
-		r := runBinary(t, env, "seed", "--info-source-id", "src-1", "--watch", "--watch-timeout", "0.3", "https://nobody.example/")
+		r := runBinary(t, env, "seed", "--production", "--info-source-id", "src-1", "--watch", "--watch-timeout", "0.3", "https://nobody.example/")
 		if r.code != 1 || !strings.Contains(r.stderr, "no outcome on content.blobs") {
 			t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
 		}
@@ -392,4 +392,92 @@ func publishFact(t *testing.T, c rueidis.Client, m envelope.Model) {
 	if _, err := publish(context.Background(), c, streamFacts, m); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSeedGuardsTheLiveStream checks the guard the reference's seed script
+// has: content.fetch on database 0 is what a running worker fetches, so
+// publishing there needs --production; another database or another stream
+// does not; --dry-run prints the frames and connects to nothing.
+func TestSeedGuardsTheLiveStream(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	c := redisClient(t, srv)
+	count := func(stream string) int { return len(readStream(t, c, stream)) }
+
+	t.Run("content.fetch on database 0 needs --production", func(t *testing.T) {
+		r := runBinary(t, nil, "seed", "--redis-url", srv.URL(), "--info-source-id", "src-1", "https://a.example/")
+		if r.code != 2 || !strings.Contains(r.stderr, "--production") {
+			t.Errorf("exit %d, stderr does not name --production:\n%s", r.code, r.stderr)
+		}
+		if n := count(streamCommands); n != 0 {
+			t.Errorf("a refused seed published %d commands", n)
+		}
+		r = runBinary(t, nil, "seed", "--redis-url", srv.URL(), "--production", "--info-source-id", "src-1", "https://a.example/")
+		if r.code != 0 || count(streamCommands) != 1 {
+			t.Errorf("--production: exit %d, %d commands published\n%s", r.code, count(streamCommands), r.stderr)
+		}
+	})
+
+	t.Run("another database is no live target", func(t *testing.T) {
+		r := runBinary(t, nil, "seed", "--redis-url", "redis://"+srv.Addr+"/0?db=1", "--info-source-id", "src-1", "https://b.example/")
+		if r.code != 0 {
+			t.Fatalf("exit %d\n%s", r.code, r.stderr)
+		}
+		db1, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, SelectDB: 1, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db1.Close()
+		if n, err := db1.Do(t.Context(), db1.B().Xlen().Key(streamCommands).Build()).AsInt64(); err != nil || n != 1 {
+			t.Errorf("database 1 holds %d commands (%v), want 1", n, err)
+		}
+	})
+
+	t.Run("another stream is no live target, and is watched on <stream>.blobs", func(t *testing.T) {
+		before := count(streamCommands)
+		r := runBinary(t, nil, "seed", "--redis-url", srv.URL(), "--stream", "scratch.fetch", "--info-source-id", "src-1",
+			"--watch", "--watch-timeout", "0.3", "https://c.example/")
+		if r.code != 1 || !strings.Contains(r.stderr, "no outcome on scratch.fetch.blobs") {
+			t.Errorf("exit %d, want 1 after watching scratch.fetch.blobs:\n%s", r.code, r.stderr)
+		}
+		if count("scratch.fetch") != 1 || count(streamCommands) != before {
+			t.Errorf("scratch.fetch holds %d, content.fetch gained %d; want 1 and 0", count("scratch.fetch"), count(streamCommands)-before)
+		}
+	})
+
+	t.Run("--dry-run prints the frames and connects to nothing", func(t *testing.T) {
+		port, err := testenv.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runBinary(t, nil, "seed", "--redis-url", "redis://127.0.0.1:"+strconv.Itoa(port)+"/0", "--dry-run",
+			"--info-source-id", "src-1", "-H", "Authorization: Bearer dry-secret", "https://user:pw@d.example/")
+		if r.code != 0 {
+			t.Fatalf("exit %d\n%s", r.code, r.stderr)
+		}
+		line, ok := strings.CutPrefix(strings.TrimSpace(r.stdout), "would publish to content.fetch: ")
+		if !ok {
+			t.Fatalf("stdout = %q", r.stdout)
+		}
+		var fields map[string]string
+		if err := json.Unmarshal([]byte(line), &fields); err != nil {
+			t.Fatalf("the frame is not JSON: %v", err)
+		}
+		cmd, err := envelope.DecodeCommand(fields)
+		if err != nil {
+			t.Fatalf("the frame does not decode: %v", err)
+		}
+		if cmd.InfoSourceID != "src-1" || cmd.Headers["Authorization"] != "xxxxx" || cmd.URL != "https://xxxxx@d.example/" {
+			t.Errorf("frame = %+v, want the header value and userinfo masked", cmd)
+		}
+		if strings.Contains(r.stdout+r.stderr, "dry-secret") {
+			t.Errorf("the dry run printed a header value")
+		}
+	})
+
+	t.Run("a Redis URL parameter it does not know is a usage error", func(t *testing.T) {
+		r := runBinary(t, nil, "seed", "--redis-url", srv.URL()+"?dial_timeout=5s", "--production", "--info-source-id", "src-1", "https://e.example/")
+		if r.code != 2 || !strings.Contains(r.stderr, `unknown parameter "dial_timeout"`) {
+			t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
+		}
+	})
 }

@@ -9,11 +9,10 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/guard"
@@ -28,6 +27,9 @@ const (
 	backendLocal = "local"
 	backendGCS   = "gcs"
 )
+
+// defaultMaxFetchTime is REPLICATOR_MAX_FETCH_SECONDS's floor when unset.
+const defaultMaxFetchTime = 120 * time.Second
 
 // maxSettingSeconds bounds every seconds-valued setting: ten years, the
 // reference's ceiling on the blob TTL, and far inside what a time.Duration
@@ -75,6 +77,10 @@ type Config struct {
 	AllowCIDRs  []netip.Prefix
 	MetricsAddr string // "" means no metrics server
 	Resolve     string // raw REPLICATOR_RESOLVE, already validated
+
+	// Warnings are what the worker logs once its logger exists: values
+	// taken as the reference takes them but worth an operator's look.
+	Warnings []string
 }
 
 // setting is one REPLICATOR_* variable: its default (as the text an operator
@@ -85,6 +91,9 @@ type setting struct {
 	blank blankMeaning
 	help  string
 	set   func(c *Config, v string) error
+	// ifUnset, when set, is what an unset variable means instead of set(def):
+	// for a default that depends on other settings.
+	ifUnset func(c *Config)
 	// secret settings are shown redacted in errors (URL userinfo).
 	secret bool
 }
@@ -115,8 +124,7 @@ type setting struct {
 //     root; the same here.
 //   - REPLICATOR_BLOB_BUCKET: the empty string, which is also its default.
 //   - REPLICATOR_LOG_LEVEL: the reference maps an unknown or empty name to
-//     INFO, the default; kept for the empty name only (a misspelt level is
-//     still an error here).
+//     INFO, the default; the same here (an unknown one with a warning).
 //   - the project's REPLICATOR_ALLOW_CIDRS, REPLICATOR_METRICS_ADDR and
 //     REPLICATOR_RESOLVE: empty is their documented "none" or "off".
 //
@@ -142,10 +150,14 @@ var errBlank = errors.New("empty: give a value, or unset the variable for its de
 // section 9. It is also what `replicator worker --help` prints.
 var settings = []setting{
 	{name: "REPLICATOR_REDIS_URL", def: "redis://localhost:6379/0", secret: true,
-		help: "Redis URL; extra cluster seeds as ?addr=host:port",
+		help: "Redis URL, read as redis-py reads it (db, ssl_cert_reqs, ssl_ca_certs, ssl_certfile, ssl_keyfile, …); extra cluster seeds as ?addr=host:port",
 		set: func(c *Config, v string) error {
-			if _, err := rueidis.ParseURL(v); err != nil {
-				return errors.New("not a redis:// , rediss:// or unix:// URL")
+			t, err := parseRedisURL(v)
+			if err != nil {
+				return errors.New(strings.TrimPrefix(err.Error(), "redis url: "))
+			}
+			for _, n := range t.notes {
+				c.Warnings = append(c.Warnings, "REPLICATOR_REDIS_URL "+n)
 			}
 			c.RedisURL = v
 			return nil
@@ -182,13 +194,13 @@ var settings = []setting{
 		set:  seconds(func(c *Config) *time.Duration { return &c.BlobTTL }, false)},
 	{name: "REPLICATOR_BLOB_SWEEP_INTERVAL_SECONDS", def: "900",
 		help: "local backend: how often the sweep runs",
-		set:  seconds(func(c *Config) *time.Duration { return &c.BlobSweepInterval }, false)},
+		set:  localOnly(pyFloatOnly, seconds(func(c *Config) *time.Duration { return &c.BlobSweepInterval }, false))},
 	{name: "REPLICATOR_BLOB_TEMP_GRACE_SECONDS", def: "3600",
 		help: "local backend: age at which a temp file is debris",
-		set:  seconds(func(c *Config) *time.Duration { return &c.BlobTempGrace }, false)},
+		set:  localOnly(pyFloatOnly, seconds(func(c *Config) *time.Duration { return &c.BlobTempGrace }, false))},
 	{name: "REPLICATOR_BLOB_MAX_TOTAL_BYTES", def: "2147483648",
 		help: "local backend: bytes held at which fetching pauses",
-		set:  positiveInt64(func(c *Config) *int64 { return &c.BlobMaxTotalBytes })},
+		set:  localOnly(pyIntOnly, positiveInt64(func(c *Config) *int64 { return &c.BlobMaxTotalBytes }))},
 	{name: "REPLICATOR_CONSUMER_GROUP", def: "replicator.fetch",
 		help: "consumer group on content.fetch",
 		set:  func(c *Config, v string) error { c.ConsumerGroup = v; return nil }},
@@ -217,17 +229,17 @@ var settings = []setting{
 		help: "idle time before a pending entry is reclaimed (the retry cadence)",
 		set:  millis(func(c *Config) *time.Duration { return &c.ClaimMinIdle })},
 	{name: "REPLICATOR_MAX_DELIVERY_ATTEMPTS", def: "5",
-		help: "deliveries of an unclassified failure before it is dead-lettered",
-		set:  positiveInt(func(c *Config) *int { return &c.MaxDeliveryAttempts })},
+		help: "deliveries of an unclassified failure before it is dead-lettered (0 or less: 1)",
+		set:  atLeastOne(func(c *Config) *int { return &c.MaxDeliveryAttempts })},
 	{name: "REPLICATOR_ERROR_BACKOFF_BASE_SECONDS", def: "1",
 		help: "first backoff after a failed cycle",
 		set:  seconds(func(c *Config) *time.Duration { return &c.ErrorBackoffBase }, false)},
 	{name: "REPLICATOR_ERROR_BACKOFF_MAX_SECONDS", def: "30",
-		help: "longest backoff after failed cycles",
+		help: "longest backoff after failed cycles (below the base: the base)",
 		set:  seconds(func(c *Config) *time.Duration { return &c.ErrorBackoffMax }, false)},
 	{name: "REPLICATOR_MAX_CONSECUTIVE_CYCLE_FAILURES", def: "20",
-		help: "failed cycles in a row before the worker exits non-zero",
-		set:  positiveInt(func(c *Config) *int { return &c.MaxConsecutiveCycleFailures })},
+		help: "failed cycles in a row before the worker exits non-zero (0 or less: 1)",
+		set:  atLeastOne(func(c *Config) *int { return &c.MaxConsecutiveCycleFailures })},
 	{name: "REPLICATOR_DEDUPE_TTL_SECONDS", def: "86400",
 		help: "lifetime of a command's dedupe key",
 		set: func(c *Config, v string) error {
@@ -248,8 +260,10 @@ var settings = []setting{
 		help: "largest timeout_seconds a command may ask for",
 		set:  seconds(func(c *Config) *time.Duration { return &c.MaxFetchTimeout }, false)},
 	{name: "REPLICATOR_MAX_FETCH_SECONDS", def: "120",
-		help: "bound on a whole fetch, all hops included (at least the previous)",
-		set:  seconds(func(c *Config) *time.Duration { return &c.MaxFetchTime }, false)},
+		help: "bound on a whole fetch, all hops included (unset: the larger of 120 and REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS; set, not below it)",
+		set:  seconds(func(c *Config) *time.Duration { return &c.MaxFetchTime }, false),
+		// Zero until the pairings: then the larger of 120 s and the ceiling.
+		ifUnset: func(c *Config) { c.MaxFetchTime = 0 }},
 	{name: "REPLICATOR_MIN_HOST_INTERVAL_SECONDS", def: "1.0",
 		help: "spacing for hosts without a published policy (0 to 3600)",
 		set: func(c *Config, v string) error {
@@ -262,11 +276,14 @@ var settings = []setting{
 			return nil
 		}},
 	{name: "REPLICATOR_LOG_LEVEL", def: "INFO", blank: blankDefault,
-		help: "DEBUG, INFO, WARNING, ERROR or CRITICAL",
+		help: "DEBUG, INFO, WARNING, ERROR or CRITICAL (also WARN, FATAL, NOTSET; anything else: INFO)",
 		set: func(c *Config, v string) error {
 			l, ok := logLevels[strings.ToUpper(v)]
 			if !ok {
-				return errors.New("want DEBUG, INFO, WARNING, ERROR or CRITICAL")
+				// As the reference's logging set-up has it: an unknown name
+				// neither stops the worker nor silences it.
+				l = slog.LevelInfo
+				c.Warnings = append(c.Warnings, fmt.Sprintf("REPLICATOR_LOG_LEVEL=%q is not a level name; logging at INFO", v))
 			}
 			c.LogLevel = l
 			return nil
@@ -325,7 +342,9 @@ var settings = []setting{
 var streamID = regexp.MustCompile(`^[0-9]{1,20}(-[0-9]{1,20})?$`)
 
 // logLevels maps the reference's level names (Python logging's) to slog.
+// NOTSET lets everything through there, as DEBUG does here.
 var logLevels = map[string]slog.Level{
+	"NOTSET":   slog.LevelDebug,
 	"DEBUG":    slog.LevelDebug,
 	"INFO":     slog.LevelInfo,
 	"WARN":     slog.LevelWarn,
@@ -359,6 +378,8 @@ func loadConfig(lookup func(string) (string, bool)) (Config, error) {
 		v := strings.TrimSpace(raw)
 		var err error
 		switch {
+		case !isSet && s.ifUnset != nil:
+			s.ifUnset(&c)
 		case !isSet, v == "" && s.blank == blankDefault:
 			err = s.set(&c, s.def)
 		case v == "" && s.blank == blankRefused:
@@ -381,18 +402,83 @@ func loadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if c.BlobBackend == backendGCS && c.BlobBucket == "" {
 		errs = append(errs, fmt.Errorf("%w: REPLICATOR_BLOB_BACKEND=gcs needs REPLICATOR_BLOB_BUCKET", errSetting))
 	}
+	if c.MaxFetchTime == 0 { // unset: it follows the timeout ceiling
+		c.MaxFetchTime = max(defaultMaxFetchTime, c.MaxFetchTimeout)
+	}
 	if c.MaxFetchTime < c.MaxFetchTimeout {
 		errs = append(errs, fmt.Errorf("%w: REPLICATOR_MAX_FETCH_SECONDS=%q is below REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS=%q",
 			errSetting, seconds2text(c.MaxFetchTime), seconds2text(c.MaxFetchTimeout)))
 	}
 	if c.ErrorBackoffMax < c.ErrorBackoffBase {
-		errs = append(errs, fmt.Errorf("%w: REPLICATOR_ERROR_BACKOFF_MAX_SECONDS=%q is below REPLICATOR_ERROR_BACKOFF_BASE_SECONDS=%q",
-			errSetting, seconds2text(c.ErrorBackoffMax), seconds2text(c.ErrorBackoffBase)))
+		// The reference backs off by the base first, then by the max; the
+		// worker keeps the base throughout, the slower of the two.
+		c.Warnings = append(c.Warnings, fmt.Sprintf("REPLICATOR_ERROR_BACKOFF_MAX_SECONDS=%s is below REPLICATOR_ERROR_BACKOFF_BASE_SECONDS=%s; backing off by the base",
+			seconds2text(c.ErrorBackoffMax), seconds2text(c.ErrorBackoffBase)))
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// loadConfigFrom is loadConfig over an environment as os.Environ lists it,
+// read as the reference's pydantic-settings reads one: a variable's name in
+// any case (REPLICATOR_LOG_LEVEL, replicator_log_level). Two spellings of
+// one name with different values are a start-up error rather than a guess
+// at which the reference would take. REPLICATOR_* variables the worker does
+// not read are ignored, as there, with a warning.
+func loadConfigFrom(environ []string) (Config, error) {
+	byName := map[string][]string{} // upper-cased name → "NAME=value" entries
+	for _, kv := range environ {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		byName[strings.ToUpper(name)] = append(byName[strings.ToUpper(name)], kv)
+	}
+	known := map[string]bool{}
+	var errs []error
+	for _, s := range settings {
+		known[s.name] = true
+		entries := byName[s.name]
+		for _, kv := range entries[min(1, len(entries)):] {
+			if _, v, _ := strings.Cut(kv, "="); v != valueOf(entries[0]) {
+				a, _, _ := strings.Cut(entries[0], "=")
+				b, _, _ := strings.Cut(kv, "=")
+				errs = append(errs, fmt.Errorf("%w: %s and %s are both set, to different values: keep one", errSetting, a, b))
+				break
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	c, err := loadConfig(func(name string) (string, bool) {
+		if entries := byName[name]; len(entries) > 0 {
+			return valueOf(entries[0]), true
+		}
+		return "", false
+	})
+	if err != nil {
+		return c, err
+	}
+	var unknown []string
+	for name, entries := range byName {
+		if strings.HasPrefix(name, "REPLICATOR_") && !known[name] {
+			n, _, _ := strings.Cut(entries[0], "=")
+			unknown = append(unknown, n)
+		}
+	}
+	slices.Sort(unknown)
+	for _, n := range unknown {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("%s is not a setting of this worker; ignored", n))
+	}
+	return c, nil
+}
+
+func valueOf(kv string) string {
+	_, v, _ := strings.Cut(kv, "=")
+	return v
 }
 
 // seconds2text prints a duration the way the settings spell it.
@@ -407,14 +493,17 @@ func seconds2text(d time.Duration) string {
 // sees 0, which means no spacing at all.
 const minSettingStep = time.Microsecond
 
-// seconds parses a finite number of seconds, > 0 (or ≥ 0 when zeroOK), at
-// most maxSettingSeconds, and, when positive, at least minSettingStep.
+// seconds parses a number of seconds as pydantic reads a float (pyFloat):
+// finite, > 0 (or ≥ 0 when zeroOK), at most maxSettingSeconds, and, when
+// positive, at least minSettingStep.
 func seconds(field func(*Config) *time.Duration, zeroOK bool) func(*Config, string) error {
 	return func(c *Config, v string) error {
-		f, err := strconv.ParseFloat(v, 64)
+		f, err := pyFloat(v)
 		switch {
-		case err != nil || math.IsNaN(f) || math.IsInf(f, 0) || strings.ContainsAny(v, "xX_"):
+		case err != nil:
 			return errors.New("not a number of seconds")
+		case math.IsNaN(f) || math.IsInf(f, 0):
+			return errors.New("not finite: a bound that never ends, or compares false with every time")
 		case f < 0 || (f == 0 && !zeroOK):
 			if zeroOK {
 				return errors.New("negative")
@@ -432,11 +521,13 @@ func seconds(field func(*Config) *time.Duration, zeroOK bool) func(*Config, stri
 	}
 }
 
-// millis parses a positive whole number of milliseconds.
+// millis parses a positive whole number of milliseconds (pyInt).
 func millis(field func(*Config) *time.Duration) func(*Config, string) error {
 	return func(c *Config, v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
+		n, err := pyInt(v)
 		switch {
+		case errors.Is(err, errIntRange):
+			return fmt.Errorf("over %d", maxSettingSeconds*1000)
 		case err != nil:
 			return errors.New("not a whole number of milliseconds")
 		case n <= 0:
@@ -449,11 +540,13 @@ func millis(field func(*Config) *time.Duration) func(*Config, string) error {
 	}
 }
 
-// positiveInt64 parses a whole number > 0.
+// positiveInt64 parses a whole number > 0 (pyInt).
 func positiveInt64(field func(*Config) *int64) func(*Config, string) error {
 	return func(c *Config, v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
+		n, err := pyInt(v)
 		switch {
+		case errors.Is(err, errIntRange):
+			return fmt.Errorf("over %d", int64(math.MaxInt64))
 		case err != nil:
 			return errors.New("not a whole number")
 		case n <= 0:
@@ -464,18 +557,69 @@ func positiveInt64(field func(*Config) *int64) func(*Config, string) error {
 	}
 }
 
-// positiveInt parses a whole number > 0 that fits an int32, so counts stay
-// sane on every platform.
+// positiveInt parses a whole number > 0 (pyInt) that fits an int32, so
+// counts stay sane on every platform.
 func positiveInt(field func(*Config) *int) func(*Config, string) error {
 	return func(c *Config, v string) error {
-		n, err := strconv.ParseInt(v, 10, 32)
+		n, err := pyInt(v)
 		switch {
-		case err != nil:
+		case err != nil && !errors.Is(err, errIntRange):
 			return errors.New("not a whole number (up to 2147483647)")
+		case err != nil || n > math.MaxInt32:
+			return errors.New("over 2147483647")
 		case n <= 0:
 			return errors.New("must be positive")
 		}
 		*field(c) = int(n)
 		return nil
+	}
+}
+
+// atLeastOne parses a count the reference compares with >=, where every
+// value up to 1 means "at the first": 0 or less is 1 here, and a count past
+// an int32, which no delivery or failure count reaches, is the largest one.
+func atLeastOne(field func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := pyInt(v)
+		switch {
+		case errors.Is(err, errIntRange):
+			if strings.HasPrefix(v, "-") {
+				n = 1
+			} else {
+				n = math.MaxInt32
+			}
+		case err != nil:
+			return errors.New("not a whole number")
+		}
+		*field(c) = int(min(max(n, 1), math.MaxInt32))
+		return nil
+	}
+}
+
+// pyFloatOnly and pyIntOnly accept what pydantic parses as a float or an
+// int, whatever its value.
+func pyFloatOnly(v string) error {
+	if _, err := pyFloat(v); err != nil {
+		return errors.New("not a number")
+	}
+	return nil
+}
+
+func pyIntOnly(v string) error {
+	if _, err := pyInt(v); err != nil && !errors.Is(err, errIntRange) {
+		return errors.New("not a whole number")
+	}
+	return nil
+}
+
+// localOnly is a setting only the local backend uses. With gcs the
+// reference never reads its value beyond parsing it, so neither does the
+// worker: any number parse accepts is taken, and nothing reads it.
+func localOnly(parse func(string) error, set func(*Config, string) error) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if c.BlobBackend == backendGCS {
+			return parse(v)
+		}
+		return set(c, v)
 	}
 }

@@ -57,7 +57,7 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	client, err := newRedisClient(*redisURL)
 	if err != nil {
 		fmt.Fprintf(stderr, "replicator dlq: %v\n", err)
-		return 1
+		return redisExit(err)
 	}
 	defer client.Close()
 	entries, err := client.Do(ctx, client.B().Xrevrange().Key(streamDLQ).End("+").Start("-").Count(int64(*count)).Build()).AsXRange()

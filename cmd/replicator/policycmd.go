@@ -87,7 +87,7 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	client, err := newRedisClient(*redisURL)
 	if err != nil {
 		fmt.Fprintf(stderr, "replicator policy: %v\n", err)
-		return 1
+		return redisExit(err)
 	}
 	defer client.Close()
 	id, err := publish(ctx, client, streamPolicy, m)

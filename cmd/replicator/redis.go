@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -37,13 +38,15 @@ func envRedisURL() string {
 }
 
 // newRedisClient connects to a Redis URL (a single server, or a Cluster
-// found from the URL's host and any ?addr= seeds). Errors never carry the
-// URL's password.
+// found from the URL's host and any ?addr= seeds), read by parseRedisURL.
+// A URL that cannot be used wraps errRedisURL. Errors never carry the URL's
+// password.
 func newRedisClient(rawURL string) (rueidis.Client, error) {
-	opt, err := rueidis.ParseURL(rawURL)
+	target, err := parseRedisURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("redis url %s: not a redis://, rediss:// or unix:// URL", envelope.RedactURL(rawURL))
+		return nil, fmt.Errorf("%s: %w", envelope.RedactURL(rawURL), err)
 	}
+	opt := target.opt
 	// Client-side caching is for reads of keys; this program reads streams.
 	opt.DisableCache = true
 	c, err := rueidis.NewClient(opt)
@@ -51,6 +54,16 @@ func newRedisClient(rawURL string) (rueidis.Client, error) {
 		return nil, fmt.Errorf("connecting to redis at %s: %w", envelope.RedactURL(rawURL), scrub(err, rawURL))
 	}
 	return c, nil
+}
+
+// redisExit is the exit status of an operator subcommand whose client could
+// not be made: 2 for a URL that cannot be used as given (a usage error),
+// 1 otherwise.
+func redisExit(err error) int {
+	if errors.Is(err, errRedisURL) {
+		return 2
+	}
+	return 1
 }
 
 // scrub keeps a client error from repeating the URL it was given with its

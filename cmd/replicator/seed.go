@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,22 +20,31 @@ import (
 	"github.com/replicator-go/replicator/guard"
 )
 
-const seedDescription = `Publishes one content_fetch command per URL to content.fetch, each with a
-fresh ULID command_id, and prints one line per command as it lands:
+const seedDescription = `Publishes one content_fetch command per URL to content.fetch (or --stream),
+each with a fresh ULID command_id, and prints one line per command as it
+lands:
 
   published command_id=<ULID> entry_id=<stream id> url=<URL>
+
+The live target is guarded as the reference's seed script guards it: the
+worker fetches whatever lands on content.fetch, so publishing there on
+database 0 needs --production. Another database, or another stream, does
+not. --dry-run prints the frames instead (header values shown as xxxxx) and
+connects to nothing.
 
 Headers are screened with the worker's own rules first: a command the worker
 would refuse with invalid_request_options is never minted (exit 2, naming the
 header, never its value).
 
-With --watch it then tails content.blobs with plain XREAD (no consumer group
+With --watch it then tails the fact stream (content.blobs for content.fetch,
+else <stream>.blobs, or --facts-stream) with plain XREAD (no consumer group
 is created) from the stream's last entry before publishing, and prints a
 progress line for each command's outcome (blob_available or fetch_failed).
 
 Exit status: 0 when everything was published and, with --watch, every
 command ended blob_available or not_modified; 1 when publishing or watching
-failed, a command failed, or the watch timed out; 2 for usage errors.`
+failed, a command failed, or the watch timed out; 2 for usage errors and a
+refused target.`
 
 // defaultWatchTimeout is how long --watch waits by default.
 const defaultWatchTimeout = 30 * time.Second
@@ -47,8 +57,12 @@ type seedResult struct {
 }
 
 func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("seed", "seed --info-source-id ID [--redis-url URL] [-H 'Name: value']... [--timeout S] [--watch] [--watch-timeout D] URL...", seedDescription, stderr)
+	fs := newFlagSet("seed", "seed --info-source-id ID [--redis-url URL] [--stream S] [--production] [--dry-run] [-H 'Name: value']... [--timeout S] [--watch] [--watch-timeout D] URL...", seedDescription, stderr)
 	redisURL := fs.String("redis-url", envRedisURL(), "Redis `URL` (default $REPLICATOR_REDIS_URL or "+defaultRedisURL+")")
+	stream := fs.String("stream", streamCommands, "command `stream` to publish to")
+	production := fs.Bool("production", false, "allow publishing to "+streamCommands+" on database 0, which a running worker fetches for real")
+	dryRun := fs.Bool("dry-run", false, "print the frames that would be published and exit without connecting")
+	factsStream := fs.String("facts-stream", "", "fact `stream` --watch reads (default "+streamFacts+" for "+streamCommands+", else <stream>.blobs)")
 	infoSource := fs.String("info-source-id", "", "info_source_id echoed on both facts (required)")
 	var headers multiFlag
 	fs.Var(&headers, "H", "request header `'Name: value'` for every command (repeatable)")
@@ -92,27 +106,19 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if watchTimeout.d <= 0 {
 		return usageErr("--watch-timeout: want a positive duration")
 	}
-
-	client, err := newRedisClient(*redisURL)
-	if err != nil {
-		fmt.Fprintf(stderr, "replicator seed: %v\n", err)
-		return 1
+	if strings.TrimSpace(*stream) == "" {
+		return usageErr("--stream: want a stream name")
 	}
-	defer client.Close()
-
-	// The cursor is taken before publishing: a worker quick enough to answer
-	// before the watch starts would otherwise put its fact behind it.
-	start := "0-0"
-	if *watch {
-		if start, err = lastID(ctx, client, streamFacts); err != nil {
-			fmt.Fprintf(stderr, "replicator seed: reading %s failed, so nothing was published: %v\n", streamFacts, err)
-			return 1
+	facts := *factsStream
+	if facts == "" {
+		facts = streamFacts
+		if *stream != streamCommands {
+			facts = *stream + ".blobs"
 		}
 	}
-
-	var published []seedResult
+	commands := make([]*envelope.ContentFetch, 0, fs.NArg())
 	for _, u := range fs.Args() {
-		cmd := &envelope.ContentFetch{
+		commands = append(commands, &envelope.ContentFetch{
 			SchemaVersion:  envelope.SchemaVersion,
 			OccurredAt:     time.Now().UTC(),
 			CommandID:      ulid.Make().String(),
@@ -120,27 +126,89 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			InfoSourceID:   *infoSource,
 			Headers:        hdrs,
 			TimeoutSeconds: timeoutSeconds,
-		}
-		id, err := publish(ctx, client, streamCommands, cmd)
-		if err != nil {
-			fmt.Fprintf(stderr, "replicator seed: publishing to %s failed after %d of %d commands: %v\n", streamCommands, len(published), fs.NArg(), err)
+		})
+	}
+	if *dryRun {
+		return printDryRun(stdout, stderr, *stream, commands)
+	}
+	target, err := parseRedisURL(*redisURL)
+	if err != nil {
+		return usageErr("--redis-url %s: %v", envelope.RedactURL(*redisURL), err)
+	}
+	// As the reference decides reach: only content.fetch on database 0 is
+	// what a running worker consumes; either alone reaches nothing.
+	if *stream == streamCommands && target.db == 0 && !*production {
+		return usageErr("%s on database 0 is the live command stream: a running worker will fetch these URLs for real. Pass --production to mean it (or --dry-run to see the frames)", streamCommands)
+	}
+
+	client, err := newRedisClient(*redisURL)
+	if err != nil {
+		fmt.Fprintf(stderr, "replicator seed: %v\n", err)
+		return redisExit(err)
+	}
+	defer client.Close()
+
+	// The cursor is taken before publishing: a worker quick enough to answer
+	// before the watch starts would otherwise put its fact behind it.
+	start := "0-0"
+	if *watch {
+		if start, err = lastID(ctx, client, facts); err != nil {
+			fmt.Fprintf(stderr, "replicator seed: reading %s failed, so nothing was published: %v\n", facts, err)
 			return 1
 		}
-		r := seedResult{commandID: cmd.CommandID, entryID: id, url: u}
+	}
+
+	var published []seedResult
+	for _, cmd := range commands {
+		cmd.OccurredAt = time.Now().UTC()
+		id, err := publish(ctx, client, *stream, cmd)
+		if err != nil {
+			fmt.Fprintf(stderr, "replicator seed: publishing to %s failed after %d of %d commands: %v\n", *stream, len(published), fs.NArg(), err)
+			return 1
+		}
+		r := seedResult{commandID: cmd.CommandID, entryID: id, url: cmd.URL}
 		published = append(published, r)
 		fmt.Fprintf(stdout, "published command_id=%s entry_id=%s url=%s\n", r.commandID, r.entryID, envelope.RedactURL(r.url))
 	}
 	if !*watch {
 		return 0
 	}
-	return watchFacts(ctx, client, start, published, watchTimeout.d, stdout, stderr)
+	return watchFacts(ctx, client, facts, start, published, watchTimeout.d, stdout, stderr)
 }
 
-// watchFacts tails content.blobs from start until every published command
+// printDryRun writes, one line per command, the frame seed would publish
+// to stream, as JSON with its six fields. Header values are shown as xxxxx
+// and URL userinfo redacted: like every other output of this program, the
+// line never carries a credential.
+func printDryRun(stdout, stderr io.Writer, stream string, commands []*envelope.ContentFetch) int {
+	for _, cmd := range commands {
+		shown := *cmd
+		shown.URL = envelope.RedactURL(cmd.URL)
+		if cmd.Headers != nil {
+			shown.Headers = make(map[string]string, len(cmd.Headers))
+			for name := range cmd.Headers {
+				shown.Headers[name] = "xxxxx"
+			}
+		}
+		fields, err := envelope.ToWire(&shown)
+		if err == nil {
+			var line []byte
+			if line, err = json.Marshal(fields); err == nil {
+				fmt.Fprintf(stdout, "would publish to %s: %s\n", stream, line)
+				continue
+			}
+		}
+		fmt.Fprintf(stderr, "replicator seed: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// watchFacts tails streamFacts from start until every published command
 // has a fact or timeout passes, printing one progress line per outcome. It
 // returns the exit status: 0 when every command ended blob_available or
 // not_modified.
-func watchFacts(ctx context.Context, client rueidis.Client, start string, published []seedResult, timeout time.Duration, stdout, stderr io.Writer) int {
+func watchFacts(ctx context.Context, client rueidis.Client, streamFacts, start string, published []seedResult, timeout time.Duration, stdout, stderr io.Writer) int {
 	outstanding := make(map[string]bool, len(published))
 	for _, r := range published {
 		outstanding[r.commandID] = true

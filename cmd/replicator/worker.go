@@ -80,7 +80,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "replicator worker: takes no arguments (settings come from REPLICATOR_* variables), got %q\n", fs.Arg(0))
 		return 2
 	}
-	cfg, err := loadConfig(os.LookupEnv)
+	cfg, err := loadConfigFrom(os.Environ())
 	if err != nil {
 		for line := range strings.SplitSeq(err.Error(), "\n") {
 			fmt.Fprintf(stderr, "replicator worker: %s\n", strings.TrimPrefix(line, "replicator: "))
@@ -90,6 +90,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	// The policy table and other packages log through the default logger.
 	slog.SetDefault(log)
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
 	if err := work(ctx, cfg, log); err != nil {
 		log.Error("worker failed", "error", err)
 		return 1

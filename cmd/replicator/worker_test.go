@@ -44,6 +44,17 @@ func TestWorkerRefusesBadSettings(t *testing.T) {
 			want: []string{`REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS="": empty`}},
 		{name: "blank consumer group", env: []string{"REPLICATOR_CONSUMER_GROUP=  "},
 			want: []string{`REPLICATOR_CONSUMER_GROUP="": empty`}},
+		// Set explicitly, the whole-fetch bound may not undercut the ceiling.
+		{name: "whole-fetch bound set below a raised timeout ceiling",
+			env:  []string{"REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS=300", "REPLICATOR_MAX_FETCH_SECONDS=200"},
+			want: []string{`REPLICATOR_MAX_FETCH_SECONDS="200" is below REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS="300"`}},
+		// Values the reference boots with that are unsafe here.
+		{name: "read block of 0 (BLOCK 0 waits for ever)", env: []string{"REPLICATOR_READ_BLOCK_MS=0"},
+			want: []string{`REPLICATOR_READ_BLOCK_MS="0"`}},
+		{name: "unbounded storage timeout", env: []string{"REPLICATOR_BLOB_TIMEOUT_SECONDS=inf"},
+			want: []string{`REPLICATOR_BLOB_TIMEOUT_SECONDS="inf": not finite`}},
+		{name: "two spellings of one name that disagree", env: []string{"REPLICATOR_LOG_LEVEL=DEBUG", "replicator_log_level=ERROR"},
+			want: []string{"REPLICATOR_LOG_LEVEL and replicator_log_level are both set, to different values"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,7 +145,7 @@ func TestWorkerEndToEnd(t *testing.T) {
 	})
 
 	// seed → worker → fact, with a credential header riding along.
-	r := runBinary(t, []string{"REPLICATOR_REDIS_URL=" + srv.URL()}, "seed", "--info-source-id", "src-e2e",
+	r := runBinary(t, []string{"REPLICATOR_REDIS_URL=" + srv.URL()}, "seed", "--production", "--info-source-id", "src-e2e",
 		"-H", "Authorization: "+secret, "--watch", "--watch-timeout", "30s", origin.URL+"/doc")
 	if r.code != 0 {
 		t.Fatalf("seed --watch: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
@@ -282,7 +293,7 @@ func TestWorkerFleetPoliteness(t *testing.T) {
 	}
 
 	r := runBinary(t, []string{"REPLICATOR_REDIS_URL=" + srv.URL()},
-		append([]string{"seed", "--info-source-id", "fleet", "--watch", "--watch-timeout", "100s"}, urls...)...)
+		append([]string{"seed", "--production", "--info-source-id", "fleet", "--watch", "--watch-timeout", "100s"}, urls...)...)
 	if r.code != 0 {
 		t.Fatalf("seed --watch: exit %d\nstderr:\n%s\nstdout tail:\n%s", r.code, r.stderr, tail(r.stdout, 2000))
 	}
@@ -396,7 +407,7 @@ func TestWorkerAgainstCluster(t *testing.T) {
 		// The seed may land before the worker creates the group.
 		"REPLICATOR_CONSUMER_START_ID=0",
 	}, "worker")
-	r := runBinary(t, nil, "seed", "--redis-url", redisURL, "--info-source-id", "src-cluster", "--watch", "--watch-timeout", "60s", origin.URL+"/")
+	r := runBinary(t, nil, "seed", "--redis-url", redisURL, "--production", "--info-source-id", "src-cluster", "--watch", "--watch-timeout", "60s", origin.URL+"/")
 	if r.code != 0 || !strings.Contains(r.stdout, "[1/1] blob_available") {
 		t.Fatalf("seed --watch: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}

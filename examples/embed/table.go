@@ -18,7 +18,9 @@ import (
 // service would keep them in its own database: one row per fingerprint, the
 // bytes plus some bookkeeping, and a log line for every write. It stands in
 // for the local or gcs backends to show that the fetcher needs nothing of a
-// sink but Put and Open.
+// sink but Put and Open; because it keeps a column for the media type, it
+// also has PutWith (sink.OptionsSink), through which the fetcher hands over
+// the type it announces.
 //
 // A blobTable is safe for concurrent use. Its zero value is not; use
 // newBlobTable.
@@ -34,13 +36,14 @@ type blobTable struct {
 type row struct {
 	Fingerprint string
 	Data        []byte
+	MediaType   string // as the first store gave it
 	FirstStored time.Time
 	LastStored  time.Time
 	// Refs counts the Puts that stored or re-referenced these bytes.
 	Refs int
 }
 
-var _ sink.Sink = (*blobTable)(nil)
+var _ sink.OptionsSink = (*blobTable)(nil)
 
 func newBlobTable(log *slog.Logger) *blobTable {
 	return &blobTable{log: log, now: time.Now, rows: map[string]*row{}}
@@ -49,12 +52,18 @@ func newBlobTable(log *slog.Logger) *blobTable {
 // uri names a row the way the table's readers would address it.
 func uri(fingerprint string) string { return "db://blobs/" + fingerprint }
 
-// Put reads r once, hashing it with sink.Copy (which also enforces the
-// limit and checks ctx between reads), and inserts the row only when the
-// whole body arrived: a failed or oversized Put stores nothing.
+// Put stores r with no media type (see PutWith).
 func (t *blobTable) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {
+	return t.PutWith(ctx, r, sink.PutOptions{Limit: limit})
+}
+
+// PutWith reads r once, hashing it with sink.Copy (which also enforces the
+// limit and checks ctx between reads), and inserts the row only when the
+// whole body arrived: a failed or oversized store leaves nothing. A new row
+// keeps opts.MediaType; identical bytes stored again keep the first.
+func (t *blobTable) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
 	var buf bytes.Buffer
-	fp, n, err := sink.Copy(ctx, &buf, r, limit)
+	fp, n, err := sink.Copy(ctx, &buf, r, opts.Limit)
 	if err != nil {
 		return sink.Blob{}, err
 	}
@@ -65,7 +74,11 @@ func (t *blobTable) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blo
 	t.mu.Lock()
 	rw, ok := t.rows[fp]
 	if !ok {
-		rw = &row{Fingerprint: fp, Data: buf.Bytes(), FirstStored: now}
+		mediaType := opts.MediaType
+		if mediaType == "" {
+			mediaType = sink.DefaultMediaType
+		}
+		rw = &row{Fingerprint: fp, Data: buf.Bytes(), MediaType: mediaType, FirstStored: now}
 		t.rows[fp] = rw
 	}
 	rw.LastStored = now
@@ -102,6 +115,6 @@ func (t *blobTable) dump(w io.Writer) {
 	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(a.Fingerprint, b.Fingerprint) })
 	fmt.Fprintf(w, "table: %d rows\n", len(rows))
 	for _, r := range rows {
-		fmt.Fprintf(w, "  %s  %d bytes  refs=%d  uri=%s\n", r.Fingerprint, len(r.Data), r.Refs, uri(r.Fingerprint))
+		fmt.Fprintf(w, "  %s  %d bytes  %s  refs=%d  uri=%s\n", r.Fingerprint, len(r.Data), r.MediaType, r.Refs, uri(r.Fingerprint))
 	}
 }

@@ -184,7 +184,7 @@ func ClusterInfo(addr string) (map[string]string, error) {
 // doBulk sends one command and reads a bulk-string reply, which do (one
 // line) cannot.
 func doBulk(addr string, args ...string) (string, error) {
-	return exchange(addr, args, func(r *bufio.Reader) (string, error) {
+	return exchange(tcpDialer(addr), args, func(r *bufio.Reader) (string, error) {
 		head, err := r.ReadString('\n')
 		if err != nil {
 			return "", err

@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -30,6 +31,10 @@ type Redis struct {
 	// Port is the TCP port the server listens on.
 	Port int
 
+	// TLS is set for a server started with RedisOptions.TLS: it then
+	// listens with TLS only, on Port.
+	TLS *RedisTLS
+
 	dir   string
 	extra []string
 
@@ -43,6 +48,9 @@ type RedisOptions struct {
 	// Args are appended to the redis-server command line, e.g.
 	// {"--cluster-enabled", "yes"}.
 	Args []string
+	// TLS makes the server listen with TLS only, with a CA and certificates
+	// made for it (see RedisTLS).
+	TLS *TLSOptions
 }
 
 // ErrNoRedisServer reports that redis-server is not on PATH.
@@ -81,6 +89,12 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 			continue
 		}
 		r := &Redis{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, dir: dir, extra: opts.Args}
+		if opts.TLS != nil && r.TLS == nil {
+			if r.TLS, err = newRedisTLS(dir, *opts.TLS); err != nil {
+				os.RemoveAll(dir)
+				return nil, err
+			}
+		}
 		if err := r.Start(); err != nil {
 			lastErr = err
 			continue
@@ -91,8 +105,14 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 	return nil, lastErr
 }
 
-// URL returns a redis:// URL for database 0 of this server.
-func (r *Redis) URL() string { return "redis://" + r.Addr + "/0" }
+// URL returns a redis:// URL for database 0 of this server, rediss:// for
+// a TLS one (which needs its CA, e.g. as ?ssl_ca_certs=, to be trusted).
+func (r *Redis) URL() string {
+	if r.TLS != nil {
+		return "rediss://" + r.Addr + "/0"
+	}
+	return "redis://" + r.Addr + "/0"
+}
 
 // Start launches the server process (again, after Stop) and waits for it to
 // answer PING.
@@ -104,6 +124,18 @@ func (r *Redis) Start() error {
 	}
 	args := []string{
 		"--port", strconv.Itoa(r.Port),
+	}
+	if r.TLS != nil {
+		args = []string{
+			"--port", "0",
+			"--tls-port", strconv.Itoa(r.Port),
+			"--tls-cert-file", r.TLS.serverCert,
+			"--tls-key-file", r.TLS.serverKey,
+			"--tls-ca-cert-file", r.TLS.CAFile,
+			"--tls-auth-clients", r.TLS.authClients,
+		}
+	}
+	args = append(args,
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
@@ -111,7 +143,7 @@ func (r *Redis) Start() error {
 		"--protected-mode", "no",
 		"--loglevel", "warning",
 		"--logfile", filepath.Join(r.dir, fmt.Sprintf("redis-%d.log", r.Port)),
-	}
+	)
 	args = append(args, r.extra...)
 	cmd := exec.Command("redis-server", args...)
 	if err := cmd.Start(); err != nil {
@@ -121,7 +153,7 @@ func (r *Redis) Start() error {
 	go func() { cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if Ping(r.Addr) == nil {
+		if r.ping() == nil {
 			r.cmd = cmd
 			return nil
 		}
@@ -148,7 +180,7 @@ func (r *Redis) Stop() {
 	}
 	r.cmd.Process.Kill()
 	for range 500 {
-		if Ping(r.Addr) != nil {
+		if r.ping() != nil {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -166,7 +198,29 @@ func (r *Redis) Close() {
 // line. It exists for test set-up that should not depend on the client
 // library under test.
 func (r *Redis) Do(args ...string) (string, error) {
-	return do(r.Addr, args...)
+	return exchange(r.dial, args, readLine)
+}
+
+// ping is Ping over this server's own transport (TLS when it has it).
+func (r *Redis) ping() error {
+	reply, err := exchange(r.dial, []string{"PING"}, readLine)
+	if err != nil {
+		return err
+	}
+	if reply != "+PONG" {
+		return fmt.Errorf("testenv: unexpected PING reply %q", reply)
+	}
+	return nil
+}
+
+// dial opens a connection to the server, with TLS (and the client
+// certificate) when it listens with TLS.
+func (r *Redis) dial() (net.Conn, error) {
+	if r.TLS == nil {
+		return net.DialTimeout("tcp", r.Addr, time.Second)
+	}
+	d := &net.Dialer{Timeout: time.Second}
+	return tls.DialWithDialer(d, "tcp", r.Addr, r.TLS.ClientConfig())
 }
 
 // Ping reports whether a Redis server at addr answers PING.
@@ -182,16 +236,22 @@ func Ping(addr string) error {
 }
 
 func do(addr string, args ...string) (string, error) {
-	return exchange(addr, args, func(r *bufio.Reader) (string, error) {
-		line, err := r.ReadString('\n')
-		return strings.TrimRight(line, "\r\n"), err
-	})
+	return exchange(tcpDialer(addr), args, readLine)
+}
+
+func readLine(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	return strings.TrimRight(line, "\r\n"), err
+}
+
+func tcpDialer(addr string) func() (net.Conn, error) {
+	return func() (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }
 }
 
 // exchange sends one command in RESP on a fresh connection and reads the
 // reply with read.
-func exchange(addr string, args []string, read func(*bufio.Reader) (string, error)) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
+func exchange(dial func() (net.Conn, error), args []string, read func(*bufio.Reader) (string, error)) (string, error) {
+	conn, err := dial()
 	if err != nil {
 		return "", err
 	}

@@ -11,10 +11,12 @@
 // first spools the body to a local temp file, hashing it (sha256 for the
 // name, CRC32C for the upload) and enforcing the limit as it goes. It then
 // creates the object only if absent (ifGenerationMatch=0), with customTime
-// set to the time the store began. A 412 means the blob already exists:
-// Put re-stamps its customTime instead (Created is false), because the
-// bucket's lifecycle rule reaps on days since customTime and a re-fetched
-// blob must not be reaped as if it were old. If the object vanishes between
+// set to the time the store began and, through PutWith, the body's media
+// type as its content type (application/octet-stream through Put). A 412
+// means the blob already exists: Put re-stamps its customTime instead
+// (Created is false; the content type stays the first store's), because
+// the bucket's lifecycle rule reaps on days since customTime and a
+// re-fetched blob must not be reaped as if it were old. If the object vanishes between
 // the 412 and the re-stamp, Put creates it again.
 //
 // The upload is one request streamed from the spool file (Writer.ChunkSize
@@ -27,6 +29,11 @@
 // change on the way are rejected rather than stored. The spool file is
 // unlinked as soon as it is created (on systems that allow it) and removed
 // in every case when Put returns.
+//
+// A refusal that retrying will not heal (400, 401, 403, a 404 for a bucket
+// that is gone, any other 4xx but 408 and 429) wraps sink.ErrPermanent, so
+// the fetcher can stop treating the store as passing trouble; timeouts,
+// 408, 429, 5xx and failures without a status do not.
 //
 // # Retention
 //

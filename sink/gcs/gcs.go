@@ -72,7 +72,7 @@ type Sink struct {
 	backoff time.Duration    // first retry delay, doubled per attempt
 }
 
-var _ sink.Sink = (*Sink)(nil)
+var _ sink.OptionsSink = (*Sink)(nil)
 
 // New returns a Sink on client after checking, with a one-object listing
 // under the prefix, that the bucket exists and may be listed. The error
@@ -147,13 +147,25 @@ func (s *Sink) URI(fingerprint string) string {
 }
 
 // Put implements sink.Sink; see the package documentation for the steps.
+// The object's content type is sink.DefaultMediaType.
 func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {
-	return s.PutAt(ctx, s.now(), r, limit)
+	return s.putAt(ctx, s.now(), r, sink.PutOptions{Limit: limit})
+}
+
+// PutWith implements sink.OptionsSink: a created object's content type is
+// opts.MediaType (sink.DefaultMediaType when empty); a re-referenced one
+// keeps the type it was created with.
+func (s *Sink) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+	return s.putAt(ctx, s.now(), r, opts)
 }
 
 // PutAt is Put with the time the store began given explicitly: customTime
 // is set (or re-stamped) to now and ExpiresAt is now+TTL.
 func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int64) (sink.Blob, error) {
+	return s.putAt(ctx, now, r, sink.PutOptions{Limit: limit})
+}
+
+func (s *Sink) putAt(ctx context.Context, now time.Time, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
 	if err := ctx.Err(); err != nil {
 		return sink.Blob{}, err
 	}
@@ -171,14 +183,18 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 	}()
 
 	crc := crc32.New(castagnoli)
-	fp, n, err := sink.Copy(ctx, io.MultiWriter(spool, crc), r, limit)
+	fp, n, err := sink.Copy(ctx, io.MultiWriter(spool, crc), r, opts.Limit)
 	if err != nil {
 		return sink.Blob{}, fmt.Errorf("gcs: put: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return sink.Blob{}, err
 	}
-	created, err := s.store(ctx, spool, n, fp, crc.Sum32(), now)
+	mediaType := opts.MediaType
+	if mediaType == "" {
+		mediaType = sink.DefaultMediaType
+	}
+	created, err := s.store(ctx, spool, n, fp, crc.Sum32(), mediaType, now)
 	if err != nil {
 		return sink.Blob{}, err
 	}
@@ -190,13 +206,13 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 }
 
 // store creates the object from the spool, or re-stamps the existing one.
-func (s *Sink) store(ctx context.Context, spool *os.File, size int64, fp string, crc uint32, now time.Time) (created bool, err error) {
+func (s *Sink) store(ctx context.Context, spool *os.File, size int64, fp string, crc uint32, mediaType string, now time.Time) (created bool, err error) {
 	opCtx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	obj := s.bucket.Object(s.Object(fp))
 	delay := s.backoff
 	for attempt := 1; ; attempt++ {
-		err := s.create(opCtx, obj, io.NewSectionReader(spool, 0, size), crc, now)
+		err := s.create(opCtx, obj, io.NewSectionReader(spool, 0, size), crc, mediaType, now)
 		if err == nil {
 			return true, nil
 		}
@@ -208,7 +224,7 @@ func (s *Sink) store(ctx context.Context, spool *os.File, size int64, fp string,
 				return false, nil
 			}
 			if !errors.Is(err, storage.ErrObjectNotExist) || attempt >= maxAttempts {
-				return false, fmt.Errorf("gcs: re-stamp gs://%s/%s: %w", s.name, s.Object(fp), err)
+				return false, fmt.Errorf("gcs: re-stamp gs://%s/%s: %w", s.name, s.Object(fp), permanent(err))
 			}
 			continue // reaped between the 412 and the re-stamp: create it again
 		}
@@ -219,7 +235,7 @@ func (s *Sink) store(ctx context.Context, spool *os.File, size int64, fp string,
 			return false, fmt.Errorf("gcs: upload gs://%s/%s: timed out after %v: %w", s.name, s.Object(fp), s.timeout, err)
 		}
 		if !storage.ShouldRetry(err) || attempt >= maxAttempts {
-			return false, fmt.Errorf("gcs: upload gs://%s/%s (attempt %d): %w", s.name, s.Object(fp), attempt, err)
+			return false, fmt.Errorf("gcs: upload gs://%s/%s (attempt %d): %w", s.name, s.Object(fp), attempt, permanent(err))
 		}
 		s.log.Warn("gcs: upload failed; retrying",
 			slog.String("bucket", s.name), slog.String("fingerprint", fp),
@@ -240,7 +256,7 @@ func (s *Sink) store(ctx context.Context, spool *os.File, size int64, fp string,
 
 // create uploads body as a new object in one request, failing with a 412
 // if the object exists.
-func (s *Sink) create(ctx context.Context, obj *storage.ObjectHandle, body io.Reader, crc uint32, now time.Time) error {
+func (s *Sink) create(ctx context.Context, obj *storage.ObjectHandle, body io.Reader, crc uint32, mediaType string, now time.Time) error {
 	// Cancelling is how a storage.Writer is aborted; it also ends the
 	// writer's goroutine if the copy fails.
 	ctx, cancel := context.WithCancel(ctx)
@@ -249,7 +265,7 @@ func (s *Sink) create(ctx context.Context, obj *storage.ObjectHandle, body io.Re
 	// Zero: no chunk buffer (the default would be 16 MiB per upload); the
 	// spool file is what a retry re-reads.
 	w.ChunkSize = 0
-	w.ContentType = "application/octet-stream"
+	w.ContentType = mediaType
 	w.CustomTime = now
 	w.CRC32C = crc
 	w.SendCRC32C = true
@@ -306,6 +322,18 @@ type reader struct {
 func (r *reader) Close() error {
 	err := r.Reader.Close()
 	r.cancel()
+	return err
+}
+
+// permanent marks a service error whose status retrying will not change
+// with sink.ErrPermanent: a 4xx other than 408 and 429, which is how the
+// reference tells a provider's settled answer from a passing one (a 412 is
+// consumed by the create-if-absent before it gets here). An error without
+// a status, a timeout or a 5xx is returned as it is.
+func permanent(err error) error {
+	if c := status(err); c >= 400 && c < 500 && c != http.StatusRequestTimeout && c != http.StatusTooManyRequests {
+		return fmt.Errorf("%w: %w", sink.ErrPermanent, err)
+	}
 	return err
 }
 

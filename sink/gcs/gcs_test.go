@@ -324,15 +324,21 @@ func TestObjectVanishesBeforeRestamp(t *testing.T) {
 func TestUploadFailures(t *testing.T) {
 	p := newProxy(t)
 	for _, tc := range []struct {
-		name        string
-		fail        []int // statuses injected on successive uploads
-		wantErr     bool
-		wantUploads int
+		name          string
+		fail          []int // statuses injected on successive uploads
+		wantErr       bool
+		wantPermanent bool // the error wraps sink.ErrPermanent
+		wantUploads   int
 	}{
 		{name: "one 503 is retried", fail: []int{503}, wantUploads: 2},
 		{name: "429 then 500 are retried", fail: []int{429, 500}, wantUploads: 3},
-		{name: "persistent 503 gives up", fail: []int{503, 503, 503, 503, 503}, wantErr: true, wantUploads: maxAttempts},
-		{name: "403 is not retried", fail: []int{403}, wantErr: true, wantUploads: 1},
+		{name: "408 is retried", fail: []int{408}, wantUploads: 2},
+		{name: "persistent 503 gives up, not for good", fail: []int{503, 503, 503, 503, 503}, wantErr: true, wantUploads: maxAttempts},
+		{name: "persistent 429 gives up, not for good", fail: []int{429, 429, 429, 429, 429}, wantErr: true, wantUploads: maxAttempts},
+		{name: "403 is not retried and is for good", fail: []int{403}, wantErr: true, wantPermanent: true, wantUploads: 1},
+		{name: "401 is for good", fail: []int{401}, wantErr: true, wantPermanent: true, wantUploads: 1},
+		{name: "404 (the bucket is gone) is for good", fail: []int{404}, wantErr: true, wantPermanent: true, wantUploads: 1},
+		{name: "400 is for good", fail: []int{400}, wantErr: true, wantPermanent: true, wantUploads: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spool := t.TempDir()
@@ -352,6 +358,9 @@ func TestUploadFailures(t *testing.T) {
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Put error = %v, want error: %v", err, tc.wantErr)
 			}
+			if errors.Is(err, sink.ErrPermanent) != tc.wantPermanent {
+				t.Errorf("Put error = %v; wraps sink.ErrPermanent: %v, want %v", err, errors.Is(err, sink.ErrPermanent), tc.wantPermanent)
+			}
 			if got := p.count("POST /upload/"); got != tc.wantUploads {
 				t.Errorf("%d uploads, want %d", got, tc.wantUploads)
 			}
@@ -366,6 +375,83 @@ func TestUploadFailures(t *testing.T) {
 				t.Errorf("spool dir holds %d files after Put, want none", len(left))
 			}
 		})
+	}
+}
+
+// TestContentTypeIsTheMediaType: the object a PutWith creates carries the
+// body's media type as its content type, as the reference stores it; Put
+// and an empty type give application/octet-stream; a re-reference under
+// another type leaves the object's type as created.
+func TestContentTypeIsTheMediaType(t *testing.T) {
+	s := newSink(t, nil, Options{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		put  func(data []byte) (sink.Blob, error)
+		want string
+	}{
+		{name: "PutWith text/html", want: "text/html", put: func(d []byte) (sink.Blob, error) {
+			return s.PutWith(ctx, bytes.NewReader(d), sink.PutOptions{MediaType: "text/html"})
+		}},
+		{name: "sink.PutWith application/pdf", want: "application/pdf", put: func(d []byte) (sink.Blob, error) {
+			return sink.PutWith(ctx, s, bytes.NewReader(d), sink.PutOptions{MediaType: "application/pdf"})
+		}},
+		{name: "PutWith without a type", want: "application/octet-stream", put: func(d []byte) (sink.Blob, error) {
+			return s.PutWith(ctx, bytes.NewReader(d), sink.PutOptions{})
+		}},
+		{name: "Put", want: "application/octet-stream", put: func(d []byte) (sink.Blob, error) {
+			return s.Put(ctx, bytes.NewReader(d), 0)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := []byte("content typed: " + tc.name)
+			b, err := tc.put(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := attrs(t, s, b.Fingerprint).ContentType; got != tc.want {
+				t.Errorf("object content type = %q, want %q", got, tc.want)
+			}
+			if _, err := s.PutWith(ctx, bytes.NewReader(data), sink.PutOptions{MediaType: "image/png"}); err != nil {
+				t.Fatal(err)
+			}
+			if got := attrs(t, s, b.Fingerprint).ContentType; got != tc.want {
+				t.Errorf("after a re-reference as image/png, content type = %q, want %q still", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRestampRefusedForGood: a re-reference whose customTime update is
+// refused with 403 (the identity lost storage.objects.update) fails for
+// good; a 503 there is retried until it passes.
+func TestRestampRefusedForGood(t *testing.T) {
+	p := newProxy(t)
+	s := newSink(t, p.client, Options{})
+	data := sinktest.Bytes(21, 5000)
+	if _, err := s.Put(context.Background(), bytes.NewReader(data), 0); err != nil {
+		t.Fatal(err)
+	}
+	isPatch := func(r *http.Request) bool { return r.Method == http.MethodPatch }
+	var patches atomic.Int64
+	p.setHook(func(r *http.Request) int {
+		if isPatch(r) && patches.Add(1) == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
+	if _, err := s.Put(context.Background(), bytes.NewReader(data), 0); err != nil {
+		t.Fatalf("re-reference through one 503: %v", err)
+	}
+	p.setHook(func(r *http.Request) int {
+		if isPatch(r) {
+			return http.StatusForbidden
+		}
+		return 0
+	})
+	_, err := s.Put(context.Background(), bytes.NewReader(data), 0)
+	if !errors.Is(err, sink.ErrPermanent) || !strings.Contains(err.Error(), "403") {
+		t.Fatalf("re-reference refused with 403 = %v, want an error wrapping sink.ErrPermanent naming 403", err)
 	}
 }
 
@@ -390,6 +476,9 @@ func TestUploadTimeout(t *testing.T) {
 	_, err := s.Put(context.Background(), bytes.NewReader(data), 0)
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("Put = %v, want a timeout wrapping context.DeadlineExceeded", err)
+	}
+	if errors.Is(err, sink.ErrPermanent) {
+		t.Errorf("Put = %v: a timeout is not a refusal for good", err)
 	}
 	if _, err := fake.Server.GetObject(bucket, s.Object(sinktest.Fingerprint(data))); err == nil {
 		t.Errorf("object stored despite the timeout")

@@ -11,7 +11,9 @@
 // to its final name. A blob is therefore only ever seen complete; a failed,
 // cancelled or oversized Put removes its temp. If the final name already
 // exists the temp is dropped and the existing file's mtime is touched, which
-// restarts its retention clock (Created is false).
+// restarts its retention clock (Created is false). A file keeps no media
+// type, so the sink implements only sink.Sink: sink.PutWith stores through
+// Put, and the type travels on the blob_available fact alone.
 //
 // Files are made 0644 and directories the sink creates 0755 whatever the
 // umask, because another service reads the blobs by their URI. Directories

@@ -39,11 +39,12 @@ type Sink struct {
 }
 
 type entry struct {
-	data    []byte
-	touched time.Time
+	data      []byte
+	mediaType string
+	touched   time.Time
 }
 
-var _ sink.Sink = (*Sink)(nil)
+var _ sink.OptionsSink = (*Sink)(nil)
 
 // New returns an empty Sink.
 func New(opts Options) *Sink {
@@ -60,14 +61,25 @@ func (s *Sink) URI(fingerprint string) string { return URI(fingerprint) }
 // Put implements sink.Sink. The bytes are read into memory before the blob
 // becomes visible, so a failed or cancelled Put leaves nothing behind.
 func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {
-	return s.PutAt(ctx, s.now(), r, limit)
+	return s.putAt(ctx, s.now(), r, sink.PutOptions{Limit: limit})
+}
+
+// PutWith implements sink.OptionsSink: a new blob keeps opts.MediaType
+// (sink.DefaultMediaType when empty), which MediaType reports; a
+// re-referenced one keeps the type it was first stored with.
+func (s *Sink) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+	return s.putAt(ctx, s.now(), r, opts)
 }
 
 // PutAt is Put with the store's start time given explicitly; ExpiresAt is
 // now+TTL and the blob's retention clock restarts at now.
 func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int64) (sink.Blob, error) {
+	return s.putAt(ctx, now, r, sink.PutOptions{Limit: limit})
+}
+
+func (s *Sink) putAt(ctx context.Context, now time.Time, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
 	var buf bytes.Buffer
-	fp, n, err := sink.Copy(ctx, &buf, r, limit)
+	fp, n, err := sink.Copy(ctx, &buf, r, opts.Limit)
 	if err != nil {
 		return sink.Blob{}, fmt.Errorf("memory: put: %w", err)
 	}
@@ -87,7 +99,11 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 		return b, nil
 	}
 	// Clone so the map never pins a larger buffer than the blob.
-	s.blobs[fp] = &entry{data: bytes.Clone(buf.Bytes()), touched: now}
+	mediaType := opts.MediaType
+	if mediaType == "" {
+		mediaType = sink.DefaultMediaType
+	}
+	s.blobs[fp] = &entry{data: bytes.Clone(buf.Bytes()), mediaType: mediaType, touched: now}
 	b.Created = true
 	return b, nil
 }
@@ -113,6 +129,18 @@ func (s *Sink) Open(ctx context.Context, fingerprint string) (io.ReadCloser, err
 		return nil, fmt.Errorf("memory: open %s: %w", fingerprint, sink.ErrNotFound)
 	}
 	return io.NopCloser(bytes.NewReader(e.data)), nil
+}
+
+// MediaType returns the media type a held blob was stored with, and
+// whether the sink holds it.
+func (s *Sink) MediaType(fingerprint string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.blobs[fingerprint]
+	if !ok {
+		return "", false
+	}
+	return e.mediaType, true
 }
 
 // Sweep drops every blob whose TTL has run out and returns how many it

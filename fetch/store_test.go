@@ -1,0 +1,129 @@
+package fetch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/sink"
+	"github.com/replicator-go/replicator/sink/gcs"
+)
+
+// refusingGCS is a fake-gcs-server behind a real HTTP proxy on loopback
+// that answers every upload with the status in refuse (0 passes it on), as
+// a bucket that lost a grant or a service having a bad minute would.
+func refusingGCS(t *testing.T, bucket string, refuse *atomic.Int64) *gcs.Sink {
+	t.Helper()
+	fake := testenv.StartGCS(t, bucket)
+	target, err := url.Parse(fake.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if code := int(refuse.Load()); code != 0 && r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/upload/") {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			fmt.Fprintf(w, `{"error":{"code":%d,"message":"refused by the test proxy"}}`, code)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	client, err := testenv.GCSClient(context.Background(), proxy.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	s, err := gcs.New(context.Background(), client, gcs.Options{Bucket: bucket, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestHandleStoreRefusedForGood: a bucket that answers 403 (or 401, 404,
+// 400) to the upload makes the command Unclassified, so the worker closes it
+// as handler_error at the delivery ceiling instead of retrying it silently
+// for ever; a 503 stays Transient, and neither is a Permanent fact, since
+// the origin did nothing wrong.
+func TestHandleStoreRefusedForGood(t *testing.T) {
+	origin := testenv.StartOrigin(t, testenv.Status(200, map[string]string{"Content-Type": "text/plain"}, "body to keep"))
+	var refuse atomic.Int64
+	blobs := refusingGCS(t, "refusing", &refuse)
+	f := fetch.New(fetch.Options{Guard: testGuard(), Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}), Logger: quiet})
+	t.Cleanup(f.Close)
+	h := fetch.NewHandler(fetch.HandlerOptions{Fetcher: f, Sink: blobs, Logger: quiet})
+
+	tests := []struct {
+		status        int
+		wantKind      fetch.Kind
+		wantPermanent bool
+	}{
+		{status: http.StatusForbidden, wantKind: fetch.Unclassified, wantPermanent: true},
+		{status: http.StatusUnauthorized, wantKind: fetch.Unclassified, wantPermanent: true},
+		{status: http.StatusNotFound, wantKind: fetch.Unclassified, wantPermanent: true},
+		{status: http.StatusBadRequest, wantKind: fetch.Unclassified, wantPermanent: true},
+		{status: http.StatusServiceUnavailable, wantKind: fetch.Transient},
+		{status: http.StatusTooManyRequests, wantKind: fetch.Transient},
+		{status: 0, wantKind: fetch.Stored},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
+			refuse.Store(int64(tt.status))
+			cmd := command(origin.URLFor("origin.test", fmt.Sprintf("/doc/%d", tt.status)))
+			out := h.Handle(specCtx(t, 30*time.Second), cmd)
+			if out.Kind != tt.wantKind {
+				t.Fatalf("kind = %v (%v), want %v", out.Kind, out.Err, tt.wantKind)
+			}
+			if tt.wantKind == fetch.Stored {
+				return
+			}
+			if out.Fact != nil || out.Reason != "" {
+				t.Errorf("fact = %v, reason = %q; a store failure publishes nothing itself", out.Fact, out.Reason)
+			}
+			if !errors.Is(out.Err, fetch.ErrStore) || errors.Is(out.Err, sink.ErrPermanent) != tt.wantPermanent {
+				t.Errorf("err = %v; want fetch.ErrStore, and sink.ErrPermanent: %v", out.Err, tt.wantPermanent)
+			}
+			if fetch.Retryable(out.Err) {
+				t.Errorf("Retryable(%v) = true; Get would retry a store failure seconds apart", out.Err)
+			}
+		})
+	}
+}
+
+// TestClassifyStoreFailures pins the rows of the classification table for
+// stores: refused for good is Unclassified, anything else Transient.
+func TestClassifyStoreFailures(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want fetch.Class
+	}{
+		{name: "refused for good", err: fmt.Errorf("%w: %w", fetch.ErrStore, fmt.Errorf("gcs: upload: %w: 403", sink.ErrPermanent)),
+			want: fetch.Class{Kind: fetch.Unclassified}},
+		{name: "any other store failure", err: fmt.Errorf("%w: disk full", fetch.ErrStore), want: fetch.Class{Kind: fetch.Transient}},
+		{name: "the ceiling", err: fetch.ErrStorageFull, want: fetch.Class{Kind: fetch.Transient}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := fetch.Classify(tt.err); got != tt.want {
+				t.Errorf("Classify(%v) = %+v, want %+v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
