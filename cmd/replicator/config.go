@@ -56,6 +56,11 @@ type Config struct {
 	ConsumerName    string
 	ConsumerStartID string
 
+	// content.replicate.
+	ReplicateConsumerGroup string
+	ReplicationAliasesFile string // "" means nothing is provisioned
+	ReplicateWriteTimeout  time.Duration
+
 	ReadBlock                   time.Duration
 	ClaimMinIdle                time.Duration
 	MaxDeliveryAttempts         int
@@ -204,6 +209,20 @@ var settings = []setting{
 	{name: "REPLICATOR_CONSUMER_GROUP", def: "replicator.fetch",
 		help: "consumer group on content.fetch",
 		set:  func(c *Config, v string) error { c.ConsumerGroup = v; return nil }},
+	{name: "REPLICATOR_REPLICATE_CONSUMER_GROUP", def: "replicator.replicate",
+		help: "consumer group on content.replicate",
+		set:  func(c *Config, v string) error { c.ReplicateConsumerGroup = v; return nil }},
+	{name: "REPLICATOR_REPLICATION_ALIASES_FILE", def: "", blank: blankDefault,
+		help: "JSON file of the stores content.replicate may write (unset: none; see docs/replicate.md)",
+		set:  func(c *Config, v string) error { c.ReplicationAliasesFile = v; return nil }},
+	{name: "REPLICATOR_REPLICATE_WRITE_TIMEOUT_SECONDS", def: "120",
+		help: "bound on one content.replicate write, whole seconds",
+		set: func(c *Config, v string) error {
+			if err := pyIntOnly(v); err != nil {
+				return err
+			}
+			return seconds(func(c *Config) *time.Duration { return &c.ReplicateWriteTimeout }, false)(c, v)
+		}},
 	{name: "REPLICATOR_CONSUMER_NAME", def: "",
 		help: "this worker's name in the group (default replicator@<hostname>)",
 		set: func(c *Config, v string) error {

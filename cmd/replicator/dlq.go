@@ -16,11 +16,15 @@ import (
 	"github.com/replicator-go/replicator/envelope"
 )
 
-const dlqDescription = `Prints the newest dead letters on content.fetch.dlq, oldest first, one line
+const dlqDescription = `Prints the newest dead letters on content.fetch.dlq (with --replicate, on
+content.replicate.dlq; --stream names any other), oldest first, one line
 each:
 
   id=<entry id> dlq_reason=<reason> dlq_original_id=<id> event_type=<type>
   command_id=<id> url=<URL> header_names=<names>
+
+A content_replicate dead letter shows command_id, credentials_alias,
+provider, destination and blob_uri instead of the URL.
 
 When the payload does not decode, the frame's other fields are printed as they
 are, and the payload only as far as it is safe: header values are never
@@ -37,9 +41,11 @@ var dlqFields = []string{"dlq_reason", "dlq_original_id", envelope.FieldEventTyp
 const maxRawPayload = 512
 
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("dlq", "dlq [--redis-url URL] [--count N]", dlqDescription, stderr)
+	fs := newFlagSet("dlq", "dlq [--redis-url URL] [--count N] [--replicate | --stream KEY]", dlqDescription, stderr)
 	redisURL := fs.String("redis-url", envRedisURL(), "Redis `URL` (default $REPLICATOR_REDIS_URL or "+defaultRedisURL+")")
 	count := fs.Int("count", 20, "print the newest `N` dead letters")
+	replicateDLQ := fs.Bool("replicate", false, "read content.replicate's dead letters ("+streamReplicateDLQ+")")
+	stream := fs.String("stream", "", "read the dead letters of the stream `KEY` (default "+streamDLQ+")")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -54,19 +60,29 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "replicator dlq: --count must be positive")
 		return 2
 	}
+	dlq := streamDLQ
+	switch {
+	case *replicateDLQ && *stream != "":
+		fmt.Fprintln(stderr, "replicator dlq: give --replicate or --stream, not both")
+		return 2
+	case *replicateDLQ:
+		dlq = streamReplicateDLQ
+	case *stream != "":
+		dlq = *stream
+	}
 	client, err := newRedisClient(*redisURL)
 	if err != nil {
 		fmt.Fprintf(stderr, "replicator dlq: %v\n", err)
 		return redisExit(err)
 	}
 	defer client.Close()
-	entries, err := client.Do(ctx, client.B().Xrevrange().Key(streamDLQ).End("+").Start("-").Count(int64(*count)).Build()).AsXRange()
+	entries, err := client.Do(ctx, client.B().Xrevrange().Key(dlq).End("+").Start("-").Count(int64(*count)).Build()).AsXRange()
 	if err != nil {
-		fmt.Fprintf(stderr, "replicator dlq: reading %s: %v\n", streamDLQ, err)
+		fmt.Fprintf(stderr, "replicator dlq: reading %s: %v\n", dlq, err)
 		return 1
 	}
 	if len(entries) == 0 {
-		fmt.Fprintf(stderr, "replicator dlq: %s is empty\n", streamDLQ)
+		fmt.Fprintf(stderr, "replicator dlq: %s is empty\n", dlq)
 		return 0
 	}
 	slices.Reverse(entries)
@@ -132,6 +148,13 @@ func modelSummary(m envelope.Model) string {
 		parts = append(parts, kv("command_id", p.CommandID), kv("url", envelope.RedactURL(p.URL)), kv("reason", string(p.Reason)))
 	case *envelope.FetchPolicyState:
 		parts = append(parts, kv("host", p.Host))
+	case *envelope.ContentReplicate:
+		parts = append(parts, kv("command_id", p.CommandID), kv("credentials_alias", p.CredentialsAlias),
+			kv("provider", p.Provider), kv("destination", p.Destination), kv("blob_uri", envelope.RedactURL(p.BlobURI)))
+	case *envelope.ReplicationComplete:
+		parts = append(parts, kv("command_id", p.CommandID), kv("public_url", p.PublicURL))
+	case *envelope.ReplicationFailed:
+		parts = append(parts, kv("command_id", p.CommandID), kv("reason", string(p.Reason)))
 	}
 	if len(parts) == 0 {
 		return ""

@@ -25,11 +25,11 @@ func TestWorkerBootsWithReferenceEnvFiles(t *testing.T) {
 				"REPLICATOR_MAX_DELIVERY_ATTEMPTS=0", "REPLICATOR_MAX_BLOB_BYTES=1_048_576", "REPLICATOR_MIN_HOST_INTERVAL_SECONDS=.5",
 				"REPLICATOR_ERROR_BACKOFF_BASE_SECONDS=5", "REPLICATOR_ERROR_BACKOFF_MAX_SECONDS=2"},
 			want: []string{"backing off by the base"}},
-		{name: "lower-case names, an unknown level and a setting of the replicate loop",
+		{name: "lower-case names, an unknown level and a setting this worker does not read",
 			env: []string{"replicator_log_level=verbose", "replicator_consumer_group=replicator.lower",
-				"REPLICATOR_REPLICATION_ALIASES_FILE=/nonexistent/aliases.json"},
+				"REPLICATOR_SHINY_NEW_SETTING=/nonexistent/aliases.json"},
 			want: []string{`"level":"WARN"`, `REPLICATOR_LOG_LEVEL=\"verbose\" is not a level name; logging at INFO`,
-				"REPLICATOR_REPLICATION_ALIASES_FILE is not a setting of this worker", `"group":"replicator.lower"`}},
+				"REPLICATOR_SHINY_NEW_SETTING is not a setting of this worker", `"group":"replicator.lower"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

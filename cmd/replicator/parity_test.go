@@ -133,14 +133,14 @@ func TestLoadConfigRefusesWhatIsUnsafeHere(t *testing.T) {
 // unknown REPLICATOR_* variables are ignored with a warning.
 func TestLoadConfigFromEnviron(t *testing.T) {
 	c, err := loadConfigFrom([]string{"PATH=/bin", "replicator_log_level=DEBUG", "Replicator_Read_Block_Ms=250",
-		"REPLICATOR_REPLICATION_ALIASES_FILE=/etc/aliases.json"})
+		"REPLICATOR_SHINY_NEW_SETTING=/etc/aliases.json"})
 	if err != nil {
 		t.Fatalf("loadConfigFrom: %v", err)
 	}
 	if c.LogLevel != slog.LevelDebug || c.ReadBlock != 250*time.Millisecond {
 		t.Errorf("LogLevel = %v, ReadBlock = %v; want DEBUG and 250ms from the lower- and mixed-case names", c.LogLevel, c.ReadBlock)
 	}
-	if w := strings.Join(c.Warnings, "\n"); !strings.Contains(w, "REPLICATOR_REPLICATION_ALIASES_FILE is not a setting of this worker") {
+	if w := strings.Join(c.Warnings, "\n"); !strings.Contains(w, "REPLICATOR_SHINY_NEW_SETTING is not a setting of this worker") {
 		t.Errorf("warnings %q do not name the unknown variable", w)
 	}
 	if _, err := loadConfigFrom([]string{"REPLICATOR_LOG_LEVEL=DEBUG", "replicator_log_level=ERROR"}); !errors.Is(err, errSetting) ||

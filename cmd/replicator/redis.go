@@ -12,6 +12,7 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch/worker"
+	"github.com/replicator-go/replicator/internal/replicate"
 	"github.com/replicator-go/replicator/policy/fleet"
 )
 
@@ -21,7 +22,11 @@ const (
 	streamCommands = worker.DefaultStream
 	streamFacts    = worker.DefaultFactsStream
 	streamDLQ      = worker.DefaultDLQStream
-	streamPolicy   = fleet.DefaultPolicyStream
+
+	streamReplicate    = replicate.DefaultStream
+	streamArtifacts    = replicate.DefaultFactsStream
+	streamReplicateDLQ = replicate.DefaultDLQStream
+	streamPolicy       = fleet.DefaultPolicyStream
 )
 
 // defaultRedisURL is REPLICATOR_REDIS_URL's default.

@@ -41,6 +41,9 @@ else <stream>.blobs, or --facts-stream) with plain XREAD (no consumer group
 is created) from the stream's last entry before publishing, and prints a
 progress line for each command's outcome (blob_available or fetch_failed).
 
+'replicator seed replicate --help' describes publishing a content_replicate
+command instead.
+
 Exit status: 0 when everything was published and, with --watch, every
 command ended blob_available or not_modified; 1 when publishing or watching
 failed, a command failed, or the watch timed out; 2 for usage errors and a
@@ -57,6 +60,9 @@ type seedResult struct {
 }
 
 func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "replicate" {
+		return runSeedReplicate(ctx, args[1:], stdout, stderr)
+	}
 	fs := newFlagSet("seed", "seed --info-source-id ID [--redis-url URL] [--stream S] [--production] [--dry-run] [-H 'Name: value']... [--timeout S] [--watch] [--watch-timeout D] URL...", seedDescription, stderr)
 	redisURL := fs.String("redis-url", envRedisURL(), "Redis `URL` (default $REPLICATOR_REDIS_URL or "+defaultRedisURL+")")
 	stream := fs.String("stream", streamCommands, "command `stream` to publish to")
@@ -176,6 +182,21 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return watchFacts(ctx, client, facts, start, published, watchTimeout.d, stdout, stderr)
 }
 
+// printFrame writes the frame seed would publish to stream, as JSON with
+// its six fields.
+func printFrame(stdout, stderr io.Writer, stream string, m envelope.Model) int {
+	fields, err := envelope.ToWire(m)
+	if err == nil {
+		var line []byte
+		if line, err = json.Marshal(fields); err == nil {
+			fmt.Fprintf(stdout, "would publish to %s: %s\n", stream, line)
+			return 0
+		}
+	}
+	fmt.Fprintf(stderr, "replicator seed: %v\n", err)
+	return 1
+}
+
 // printDryRun writes, one line per command, the frame seed would publish
 // to stream, as JSON with its six fields. Header values are shown as xxxxx
 // and URL userinfo redacted: like every other output of this program, the
@@ -190,16 +211,9 @@ func printDryRun(stdout, stderr io.Writer, stream string, commands []*envelope.C
 				shown.Headers[name] = "xxxxx"
 			}
 		}
-		fields, err := envelope.ToWire(&shown)
-		if err == nil {
-			var line []byte
-			if line, err = json.Marshal(fields); err == nil {
-				fmt.Fprintf(stdout, "would publish to %s: %s\n", stream, line)
-				continue
-			}
+		if code := printFrame(stdout, stderr, stream, &shown); code != 0 {
+			return code
 		}
-		fmt.Fprintf(stderr, "replicator seed: %v\n", err)
-		return 1
 	}
 	return 0
 }
@@ -261,6 +275,22 @@ func watchFacts(ctx context.Context, client rueidis.Client, streamFacts, start s
 					failed++
 				}
 				line = fmt.Sprintf("fetch_failed command_id=%s reason=%s status=%s", f.CommandID, f.Reason, optInt(f.StatusCode))
+				if f.Detail != nil {
+					line += " detail=" + strconv.Quote(*f.Detail)
+				}
+			case *envelope.ReplicationComplete:
+				if !outstanding[f.CommandID] {
+					continue
+				}
+				delete(outstanding, f.CommandID)
+				line = fmt.Sprintf("replication_complete command_id=%s public_url=%s", f.CommandID, f.PublicURL)
+			case *envelope.ReplicationFailed:
+				if !outstanding[f.CommandID] {
+					continue
+				}
+				delete(outstanding, f.CommandID)
+				failed++
+				line = fmt.Sprintf("replication_failed command_id=%s reason=%s", f.CommandID, f.Reason)
 				if f.Detail != nil {
 					line += " detail=" + strconv.Quote(*f.Detail)
 				}

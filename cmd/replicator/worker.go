@@ -31,13 +31,17 @@ import (
 	"github.com/replicator-go/replicator/sink/local"
 )
 
-const workerDescription = `Runs the consume loop: reads content_fetch commands from content.fetch with
-the consumer group, fetches them (guarded, paced, many at once), stores the
+const workerDescription = `Runs the consume loops. content.fetch: reads content_fetch commands with the
+consumer group, fetches them (guarded, paced, many at once), stores the
 bytes and publishes one fact per command on content.blobs; permanent
-failures are dead-lettered on content.fetch.dlq. Per-host politeness comes
-from content.fetch-policy, replayed before the first command is read; with
-the local backend the blob tree is measured (the first sweep) before then
-too, so REPLICATOR_BLOB_MAX_TOTAL_BYTES holds from the first command.
+failures are dead-lettered on content.fetch.dlq. content.replicate: copies
+blobs this worker stored to the stores provisioned in
+REPLICATOR_REPLICATION_ALIASES_FILE (none when unset), announcing each on
+content.artifacts, dead letters on content.replicate.dlq. Per-host
+politeness comes from content.fetch-policy, replayed before the first
+command is read; with the local backend the blob tree is measured (the
+first sweep) before then too, so REPLICATOR_BLOB_MAX_TOTAL_BYTES holds from
+the first command.
 
 Settings come from the environment; an unset variable takes its default. A
 blank one (VAR=) is refused for numbers and for most names, as it is by the
@@ -221,6 +225,12 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Logger:                 log,
 		Registerer:             reg,
 	})
+	replLoop, closeGCS, err := replicateLoop(ctx, cfg, client, blobs, log, reg)
+	if err != nil {
+		return err
+	}
+	defer closeGCS()
+	healthy := func() bool { return fetchLoop.Healthy() && replLoop.Healthy() }
 
 	if cfg.MetricsAddr != "" {
 		// Bound before the replay so /healthz answers (503) while it runs,
@@ -229,7 +239,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("metrics server: %w", err)
 		}
-		srv := &http.Server{Handler: metricsMux(reg, fetchLoop, client), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: metricsMux(reg, healthy, client), ReadHeaderTimeout: 10 * time.Second}
 		bg.Go(func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server stopped", "error", err)
@@ -262,10 +272,32 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 	}
-	if err := fetchLoop.Run(ctx); err != nil {
-		return err
+	return runLoops(ctx, fetchLoop.Run, replLoop.Run)
+}
+
+// runLoops runs the consume loops side by side until ctx ends (nil) or one
+// gives up on the broker: then the others stop too, and its error is
+// returned, so a supervisor restarts the whole worker.
+func runLoops(ctx context.Context, loops ...func(context.Context) error) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	errs := make(chan error, len(loops))
+	for _, run := range loops {
+		go func() {
+			err := run(ctx)
+			if err != nil {
+				stop()
+			}
+			errs <- err
+		}()
 	}
-	return nil
+	var first error
+	for range loops {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // waitMeasured waits for the first sweep (started by the caller) to measure
@@ -341,14 +373,14 @@ func openSink(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.
 	}
 }
 
-// metricsMux serves /metrics from reg and /healthz: 200 once the consumer
-// group exists and Redis answers a PING, else 503.
-func metricsMux(reg *prometheus.Registry, w *worker.Worker, client rueidis.Client) *http.ServeMux {
+// metricsMux serves /metrics from reg and /healthz: 200 once every loop's
+// consumer group exists (healthy) and Redis answers a PING, else 503.
+func metricsMux(reg *prometheus.Registry, healthy func() bool, client rueidis.Client) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, r *http.Request) {
 		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !w.Healthy() {
+		if !healthy() {
 			rw.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(rw, "not ready: the consumer group is not set up or Redis has not answered recently")
 			return

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"cloud.google.com/go/storage"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/rueidis"
+
+	"github.com/replicator-go/replicator/internal/replicate"
+	"github.com/replicator-go/replicator/internal/replicate/loop"
+	"github.com/replicator-go/replicator/sink"
+)
+
+// replicateLoop builds the content.replicate loop: the aliases the operator
+// provisioned (none when REPLICATOR_REPLICATION_ALIASES_FILE is unset, and
+// every command is then refused alias_unknown), one writer per alias, and
+// the blobs this worker stores as the source. A GCS client, which reads the
+// host's Application Default Credentials, is made only when an alias needs
+// one; if it cannot be made, those aliases' commands are refused
+// provider_disabled rather than failing the boot.
+func replicateLoop(ctx context.Context, cfg Config, client rueidis.Client, blobs sink.Sink, log *slog.Logger, reg prometheus.Registerer) (*loop.Loop, func(), error) {
+	src, ok := blobs.(replicate.Source)
+	if !ok {
+		return nil, nil, fmt.Errorf("replicate: the blob store cannot name its blobs")
+	}
+	aliases := replicate.LoadAliases(cfg.ReplicationAliasesFile, log)
+	var gcsClient *storage.Client
+	closeGCS := func() {}
+	if needsGCS(aliases) {
+		c, err := storage.NewClient(ctx)
+		if err != nil {
+			log.Error("no GCS client for content.replicate; its gcs aliases are refused provider_disabled", "error", err)
+		} else {
+			gcsClient, closeGCS = c, func() { c.Close() }
+		}
+	}
+	h, err := replicate.New(replicate.Options{
+		Source:       src,
+		Aliases:      aliases,
+		GCS:          gcsClient,
+		WriteTimeout: cfg.ReplicateWriteTimeout,
+		Logger:       log,
+	})
+	if err != nil {
+		closeGCS()
+		return nil, nil, err
+	}
+	log.Info("content.replicate ready", "group", cfg.ReplicateConsumerGroup, "aliases", aliases.Names(),
+		"write_timeout_seconds", h.WriteTimeout().Seconds())
+	l := loop.New(client, h, loop.Options{
+		Group:                  cfg.ReplicateConsumerGroup,
+		Consumer:               cfg.ConsumerName,
+		StartID:                cfg.ConsumerStartID,
+		ReadBlock:              cfg.ReadBlock,
+		ClaimMinIdle:           cfg.ClaimMinIdle,
+		MaxDeliveryAttempts:    cfg.MaxDeliveryAttempts,
+		BackoffBase:            cfg.ErrorBackoffBase,
+		BackoffMax:             cfg.ErrorBackoffMax,
+		MaxConsecutiveFailures: cfg.MaxConsecutiveCycleFailures,
+		DedupeTTL:              cfg.DedupeTTL,
+		Logger:                 log,
+		Registerer:             reg,
+	})
+	return l, closeGCS, nil
+}
+
+// needsGCS reports whether any provisioned alias writes to GCS.
+func needsGCS(a *replicate.Aliases) bool {
+	for _, name := range a.Names() {
+		if b, _ := a.Resolve(name); b.Provider == replicate.ProviderGCS {
+			return true
+		}
+	}
+	return false
+}

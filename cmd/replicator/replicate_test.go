@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/internal/replicate"
+	"github.com/replicator-go/replicator/internal/testenv"
+)
+
+// TestWorkerReplicatesAFetchedBlob is the README's replicate session through
+// the binary: a worker on a private Redis with a local blob store, an
+// aliases file naming a bucket of fake-gcs-server (STORAGE_EMULATOR_HOST),
+// then `seed --watch` of a fetch and `seed replicate --watch` of the
+// blob_uri it announced. The copy ends replication_complete and the object
+// holds the fetched bytes; the replicate metrics count it.
+func TestWorkerReplicatesAFetchedBlob(t *testing.T) {
+	const bucket = "archive"
+	fake := testenv.StartGCS(t, bucket)
+	body := "the bytes worth keeping\n"
+	origin := testenv.StartOrigin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, body)
+	}))
+	srv := testenv.StartRedis(t)
+	dir := t.TempDir()
+	aliases := filepath.Join(dir, "aliases.json")
+	if err := os.WriteFile(aliases, []byte(`{"archive": {"provider": "gcs", "bucket": "`+bucket+`", "prefix": "copies"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	metrics := metricsAddr(t)
+	env := []string{
+		"STORAGE_EMULATOR_HOST=" + strings.TrimPrefix(fake.URL, "http://"),
+		"REPLICATOR_REDIS_URL=" + srv.URL(),
+		"REPLICATOR_BLOB_DIR=" + filepath.Join(dir, "blobs"),
+		"REPLICATOR_ALLOW_CIDRS=127.0.0.0/8",
+		"REPLICATOR_READ_BLOCK_MS=200",
+		"REPLICATOR_REPLICATION_ALIASES_FILE=" + aliases,
+		"REPLICATOR_METRICS_ADDR=" + metrics,
+	}
+	w := startBinary(t, env, "worker")
+	waitFor(t, 30*time.Second, "both consumer groups", func() bool {
+		if w.exited() {
+			t.Fatalf("worker exited early with %d:\n%s", w.code, w.stderr.String())
+		}
+		return strings.Count(w.stderr.String(), `"msg":"consumer group ready"`) == 2
+	})
+
+	fetched := runBinary(t, nil, "seed", "--redis-url", srv.URL(), "--production", "--info-source-id", "demo", "--watch", origin.URL+"/keep.txt")
+	if fetched.code != 0 {
+		t.Fatalf("seed fetch exit %d:\n%s%s", fetched.code, fetched.stdout, fetched.stderr)
+	}
+	m := regexp.MustCompile(`blob_uri=(\S+)`).FindStringSubmatch(fetched.stdout)
+	if m == nil {
+		t.Fatalf("no blob_uri in:\n%s", fetched.stdout)
+	}
+	copied := runBinary(t, nil, "seed", "replicate", "--redis-url", srv.URL(), "--production", "--info-source-id", "demo",
+		"--alias", "archive", "--destination", "2026/keep.txt", "--media-type", "text/plain", "--watch", m[1])
+	if copied.code != 0 {
+		t.Fatalf("seed replicate exit %d:\n%s%s\nworker:\n%s", copied.code, copied.stdout, copied.stderr, w.stderr.String())
+	}
+	wantURL := replicate.PublicURLBase + "/" + bucket + "/copies/2026/keep.txt"
+	if !strings.Contains(copied.stdout, "replication_complete") || !strings.Contains(copied.stdout, "public_url="+wantURL) {
+		t.Errorf("seed replicate printed:\n%s\nwant replication_complete with public_url=%s", copied.stdout, wantURL)
+	}
+	r, err := fake.Client.Bucket(bucket).Object("copies/2026/keep.txt").NewReader(context.Background())
+	if err != nil {
+		t.Fatalf("the copy is not in the bucket: %v", err)
+	}
+	got, _ := io.ReadAll(r)
+	r.Close()
+	if string(got) != body || r.Attrs.ContentType != "text/plain" {
+		t.Errorf("object = %q (%s), want the fetched bytes as text/plain", got, r.Attrs.ContentType)
+	}
+	// The fact is on content.artifacts, in the frame shape an issuer reads.
+	c := redisClient(t, srv)
+	facts := readStream(t, c, streamArtifacts)
+	if len(facts) != 1 {
+		t.Fatalf("%d facts on %s, want 1", len(facts), streamArtifacts)
+	}
+	if m, err := envelope.FromWire(facts[0].FieldValues); err != nil || m.EventType() != "replication_complete" {
+		t.Errorf("fact %v, %v; want replication_complete", m, err)
+	}
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(text), `replicator_replicate_commands_total{outcome="complete",reason=""} 1`) {
+		t.Errorf("/metrics lacks the replicate outcome:\n%s", grepLines(string(text), "replicator_replicate_commands_total"))
+	}
+	if code := w.stop(t, 30*time.Second); code != 0 {
+		t.Errorf("worker exit %d after SIGTERM:\n%s", code, w.stderr.String())
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

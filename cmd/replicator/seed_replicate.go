@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/internal/replicate"
+)
+
+const seedReplicateDescription = `Publishes one content_replicate command to content.replicate (or --stream),
+with a fresh ULID command_id: copy the blob at BLOB_URI, a blob_uri a
+worker announced on content.blobs, to --destination in the store the
+operator provisioned as --alias on the worker's host (its
+REPLICATOR_REPLICATION_ALIASES_FILE). No credential travels in the command.
+It prints:
+
+  published command_id=<ULID> entry_id=<stream id> destination=<key>
+
+As for fetch commands, publishing to content.replicate on database 0 (what
+a running worker consumes) needs --production; --dry-run prints the frame
+and connects to nothing. The destination is screened with the worker's own
+object-key rules first: a command it would refuse invalid_destination is
+never minted (exit 2).
+
+With --watch it tails the fact stream (content.artifacts for
+content.replicate, else <stream>.artifacts, or --facts-stream) with plain
+XREAD until the command's replication_complete or replication_failed.
+
+Exit status: 0 when published and, with --watch, replication_complete; 1
+when publishing or watching failed, the command failed, or the watch timed
+out; 2 for usage errors and a refused target.`
+
+func runSeedReplicate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("seed replicate", "seed replicate --alias A --destination KEY --info-source-id ID [--provider P] [--media-type T] [--redis-url URL] [--stream S] [--production] [--dry-run] [--watch] BLOB_URI", seedReplicateDescription, stderr)
+	redisURL := fs.String("redis-url", envRedisURL(), "Redis `URL` (default $REPLICATOR_REDIS_URL or "+defaultRedisURL+")")
+	stream := fs.String("stream", streamReplicate, "command `stream` to publish to")
+	production := fs.Bool("production", false, "allow publishing to "+streamReplicate+" on database 0, which a running worker consumes for real")
+	dryRun := fs.Bool("dry-run", false, "print the frame that would be published and exit without connecting")
+	factsStream := fs.String("facts-stream", "", "fact `stream` --watch reads (default "+streamArtifacts+" for "+streamReplicate+", else <stream>.artifacts)")
+	alias := fs.String("alias", "", "credentials_alias: the provisioned store to write (required)")
+	provider := fs.String("provider", replicate.ProviderGCS, "the alias's `provider`")
+	destination := fs.String("destination", "", "the object `key` under the alias's root (required)")
+	mediaType := fs.String("media-type", replicate.DefaultMediaType, "the copy's content `type`")
+	cacheControl := fs.String("cache-control", "", "gcs object option cache_control")
+	disposition := fs.String("content-disposition", "", "gcs object option content_disposition")
+	storageClass := fs.String("storage-class", "", "gcs object option storage_class")
+	infoSource := fs.String("info-source-id", "", "info_source_id echoed on both facts (required)")
+	repSpec := fs.String("info-item-rep-spec-id", "seed", "info_item_rep_spec_id echoed on both facts")
+	revision := fs.String("source-revision-id", "seed", "source_revision_id echoed on both facts")
+	watch := fs.Bool("watch", false, "tail the fact stream until the command has an outcome")
+	watchTimeout := durationFlag{d: defaultWatchTimeout}
+	fs.Var(&watchTimeout, "watch-timeout", "how long --watch waits, a `duration` like 45s or a number of seconds")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "replicator seed replicate: "+format+"\n", a...)
+		return 2
+	}
+	switch {
+	case fs.NArg() != 1:
+		fs.Usage()
+		return usageErr("want one BLOB_URI")
+	case strings.TrimSpace(*alias) == "":
+		return usageErr("--alias is required (a store provisioned on the worker's host)")
+	case strings.TrimSpace(*infoSource) == "":
+		return usageErr("--info-source-id is required (the issuer's id echoed on both facts)")
+	case watchTimeout.d <= 0:
+		return usageErr("--watch-timeout: want a positive duration")
+	case strings.TrimSpace(*stream) == "":
+		return usageErr("--stream: want a stream name")
+	}
+	if err := guard.CheckDestination(*destination); err != nil {
+		return usageErr("--destination: the worker would refuse it: %v", err)
+	}
+	var options map[string]any
+	for name, v := range map[string]string{"cache_control": *cacheControl, "content_disposition": *disposition, "storage_class": *storageClass} {
+		if v != "" {
+			if options == nil {
+				options = map[string]any{}
+			}
+			options[name] = v
+		}
+	}
+	cmd := &envelope.ContentReplicate{
+		SchemaVersion:     envelope.SchemaVersion,
+		OccurredAt:        time.Now().UTC(),
+		CommandID:         ulid.Make().String(),
+		BlobURI:           fs.Arg(0),
+		MediaType:         *mediaType,
+		Provider:          *provider,
+		CredentialsAlias:  *alias,
+		Destination:       *destination,
+		ObjectOptions:     options,
+		InfoItemRepSpecID: *repSpec,
+		SourceRevisionID:  *revision,
+		InfoSourceID:      *infoSource,
+	}
+	if *dryRun {
+		return printFrame(stdout, stderr, *stream, cmd)
+	}
+	target, err := parseRedisURL(*redisURL)
+	if err != nil {
+		return usageErr("--redis-url %s: %v", envelope.RedactURL(*redisURL), err)
+	}
+	if *stream == streamReplicate && target.db == 0 && !*production {
+		return usageErr("%s on database 0 is the live command stream: a running worker will write this copy for real. Pass --production to mean it (or --dry-run to see the frame)", streamReplicate)
+	}
+	facts := *factsStream
+	if facts == "" {
+		facts = streamArtifacts
+		if *stream != streamReplicate {
+			facts = *stream + ".artifacts"
+		}
+	}
+	client, err := newRedisClient(*redisURL)
+	if err != nil {
+		fmt.Fprintf(stderr, "replicator seed replicate: %v\n", err)
+		return redisExit(err)
+	}
+	defer client.Close()
+	start := "0-0"
+	if *watch {
+		if start, err = lastID(ctx, client, facts); err != nil {
+			fmt.Fprintf(stderr, "replicator seed replicate: reading %s failed, so nothing was published: %v\n", facts, err)
+			return 1
+		}
+	}
+	id, err := publish(ctx, client, *stream, cmd)
+	if err != nil {
+		fmt.Fprintf(stderr, "replicator seed replicate: publishing to %s failed: %v\n", *stream, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "published command_id=%s entry_id=%s destination=%s\n", cmd.CommandID, id, kvValue(cmd.Destination))
+	if !*watch {
+		return 0
+	}
+	return watchFacts(ctx, client, facts, start, []seedResult{{commandID: cmd.CommandID, entryID: id}}, watchTimeout.d, stdout, stderr)
+}
+
+// kvValue is v as kv renders a value.
+func kvValue(v string) string { return strings.TrimPrefix(kv("", v), "=") }
