@@ -272,7 +272,11 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 	}
-	return runLoops(ctx, fetchLoop.Run, replLoop.Run)
+	if err := runLoops(ctx, fetchLoop.Run, replLoop.Run); err != nil {
+		return err
+	}
+	log.Info("worker stopped", "consumer", cfg.ConsumerName)
+	return nil
 }
 
 // runLoops runs the consume loops side by side until ctx ends (nil) or one
