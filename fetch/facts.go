@@ -76,7 +76,7 @@ func Replayable(value string) *string {
 // as ISO-8859-1 (latin1) or as UTF-8. A value that is not valid UTF-8 is nil
 // outright. The reference would decode it as ISO-8859-1 and strip a
 // no-break space (\xa0) or NEL (\x85) byte at its ends, publishing the
-// rest; we keep SPEC's byte rule on the bytes the origin sent.
+// rest; we keep the byte rule of docs/streams.md, blob_available, on the bytes the origin sent.
 func replayable(value string, latin1 bool) *string {
 	if !utf8.ValidString(value) {
 		return nil

@@ -109,7 +109,7 @@ func TestReplayable(t *testing.T) {
 	}
 }
 
-// Whatever Replayable publishes satisfies SPEC's byte rule, whatever the
+// Whatever Replayable publishes satisfies the byte rule of docs/streams.md, blob_available,, whatever the
 // origin sent around it.
 func TestReplayablePublishesOnlyPrintableASCII(t *testing.T) {
 	edges := []string{"", " ", "\t", "\x1c", "\x1f", "\x00", "\x7f", "\x85", "\xa0", "\u00a0", "\u0085", "\u2028", "é", "\xe9", "\xff"}

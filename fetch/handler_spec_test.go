@@ -29,7 +29,7 @@ import (
 	"github.com/replicator-go/replicator/sink/memory"
 )
 
-// TestHandleRefusesDeclaredLengthBeforeReading checks SPEC 4.8: "a
+// TestHandleRefusesDeclaredLengthBeforeReading checks docs/taxonomy.md, Body size: "a
 // Content-Length over REPLICATOR_MAX_BLOB_BYTES is refused before reading a
 // byte". The origin declares a length over the limit, sends a few bytes and
 // then stalls; with a 30 s per-operation timeout, only refusing on the
@@ -92,7 +92,7 @@ func TestHandleRefusesDeclaredLengthBeforeReading(t *testing.T) {
 	}
 }
 
-// TestFailedFactDetailIsBounded checks SPEC 2: a fetch_failed detail has a
+// TestFailedFactDetailIsBounded checks docs/streams.md, Payloads: a fetch_failed detail has a
 // "bounded length". However long the detail given, the fact's detail is at
 // most fetch.MaxDetailLength bytes and valid UTF-8, also when the bound
 // falls inside a multi-byte character, and it keeps the start of the text.
@@ -163,7 +163,7 @@ func TestFailedFactDetailIsBounded(t *testing.T) {
 	})
 }
 
-// TestHandleFetchedAtIsWhenTheBodyEnded checks SPEC 2: blob_available's
+// TestHandleFetchedAtIsWhenTheBodyEnded checks docs/streams.md, Payloads: blob_available's
 // fetched_at is "when the body finished arriving, not publish time". The
 // origin trickles its body over 300 ms after the headers, and the sink
 // holds on for 300 ms after reading the last byte before it returns, so the
@@ -210,11 +210,11 @@ func TestHandleFetchedAtIsWhenTheBodyEnded(t *testing.T) {
 	}
 }
 
-// TestHandleNetworkErrorsAreTransient checks SPEC 4.7: "network errors
+// TestHandleNetworkErrorsAreTransient checks docs/taxonomy.md, Classifying the final response: "network errors
 // (DNS, connect, reset, TLS) → transient". Each is a Transient outcome with
 // no fact, and nothing is stored. An untrusted certificate is included on
 // purpose: Retryable treats it as not worth retrying within one Get, but
-// SPEC classifies every TLS failure as transient for a command.
+// docs/taxonomy.md classifies every TLS failure as transient for a command.
 func TestHandleNetworkErrorsAreTransient(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle("/ok", testenv.Status(http.StatusOK, nil, "never stored"))
@@ -262,13 +262,13 @@ func TestHandleNetworkErrorsAreTransient(t *testing.T) {
 	}
 }
 
-// TestHandleDefaultHeadersOnTheWire checks SPEC 4.10 on the request bytes
+// TestHandleDefaultHeadersOnTheWire checks docs/taxonomy.md, Request headers and compression, on the request bytes
 // themselves (the parsed header merges nothing, but the raw head is the
 // contract): "user-agent names the project and its version", "exactly one
 // line per header goes on the wire", an issuer's user-agent replaces the
 // default, and, unless the issuer set accept-encoding, the worker asks for
 // gzip; either way it stores the decoded bytes (size_bytes counts decoded
-// bytes), as SPEC 10 has it.
+// bytes), as docs/storage.md, Bodies are stored decoded, has it.
 // TestHandleDecompression and TestHandleHeadersOnTheWire cover the parsed
 // side; this adds the wire, the size and byte-exact storage.
 func TestHandleDefaultHeadersOnTheWire(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 )
 
 // TestHostsAreJudgedAsDialed: a host is judged and paced as the ASCII name
-// net/http dials (SPEC 6: any spelling is judged by the address it means).
+// net/http dials (docs/security.md, Literal spellings and host names: any spelling is judged by the address it means).
 // An internationalised name is fetched; an address spelled in other digits
 // is refused as the address it is; a name with no ASCII form can never be
 // fetched, which is permanent, not a lookup failure retried forever.
@@ -45,7 +45,7 @@ func TestHostsAreJudgedAsDialed(t *testing.T) {
 
 // TestSpellingsOfOneHostShareItsPace: a trailing dot, upper case or an
 // internationalised name in another form is the same host to the pacer
-// (SPEC 7: spacing per host), so it cannot buy a second budget.
+// (docs/politeness.md, Spacing: per host), so it cannot buy a second budget.
 func TestSpellingsOfOneHostShareItsPace(t *testing.T) {
 	h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{interval: time.Hour, fetch: fetch.Options{MaxWait: 10 * time.Millisecond}})
 	port := h.origin.Port()

@@ -9,7 +9,7 @@ import (
 	"github.com/replicator-go/replicator/internal/testenv"
 )
 
-// TestStatusesOutsideTheClasses checks SPEC 4.7's last status row: a
+// TestStatusesOutsideTheClasses checks the last status row of docs/taxonomy.md, Classifying the final response: a
 // status that is not 2xx, 304, 5xx, 408 or 429 is permanent http_status,
 // and so is one of 600 or more, which a first digit of 6 to 9 does not make
 // a server error.

@@ -16,7 +16,7 @@ import (
 	"github.com/replicator-go/replicator/sink/memory"
 )
 
-// TestTimeoutBoundsEachOperation checks SPEC 4.9: timeout_seconds bounds
+// TestTimeoutBoundsEachOperation checks docs/taxonomy.md, Timeouts: timeout_seconds bounds
 // each operation on its own. The origin takes handshake to answer the TLS
 // handshake and headers to send its response's headers; a fetch whose
 // every step fits the timeout succeeds even when they add up to more, and

@@ -30,7 +30,7 @@
 // # Destination guard
 //
 // A Guard refuses any destination that is not globally reachable unicast:
-// every IPv4 and IPv6 range of SPEC 6, plus 3fff::/20 (documentation,
+// every IPv4 and IPv6 range of docs/security.md, Destinations, plus 3fff::/20 (documentation,
 // RFC 9637). A refusal is a *RefusedError wrapping ErrRefused whose Range
 // names the entry and its RFC; a resolver failure wraps ErrResolve instead,
 // since DNS trouble is transient while a refusal is permanent. Options.Allow

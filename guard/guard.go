@@ -70,7 +70,7 @@ type Options struct {
 	Resolver Resolver
 }
 
-// Guard decides whether a destination may be contacted (SPEC 6). A Guard is
+// Guard decides whether a destination may be contacted (docs/security.md, Destinations). A Guard is
 // immutable and safe for concurrent use. The zero Guard allows nothing extra
 // and resolves with net.DefaultResolver.
 type Guard struct {

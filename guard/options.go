@@ -13,7 +13,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// Limits on a command's request options (SPEC 5). They are constants rather
+// Limits on a command's request options (docs/security.md, Request options). They are constants rather
 // than settings: they bound an unauthenticated capability, and a knob would
 // only ever be turned to loosen it.
 const (
@@ -137,7 +137,7 @@ var refusedNames = map[string]bool{
 // list of them would date.
 const refusedPrefix = "proxy-"
 
-// SanitizeHeaders checks a command's headers against SPEC 5 and returns them
+// SanitizeHeaders checks a command's headers against docs/security.md, Request options, and returns them
 // as they go on the wire: names lower-cased, values with surrounding
 // whitespace removed. Nothing else is adjusted: a header that breaks a rule
 // refuses the whole set with an *OptionsError. A nil map returns nil (the
@@ -273,7 +273,7 @@ func printable(v string) bool {
 	return true
 }
 
-// SanitizeTimeout checks a command's timeout_seconds against SPEC 5. A nil
+// SanitizeTimeout checks a command's timeout_seconds against docs/security.md, Request options. A nil
 // timeout returns 0, meaning "use DefaultTimeout". Zero, negative, NaN and
 // infinite values are refused with RuleInvalidTimeout; a value over maxTimeout
 // with RuleTimeoutTooLong. A maxTimeout ≤ 0 means DefaultMaxTimeout.

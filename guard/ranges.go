@@ -17,7 +17,7 @@ func mustRange(cidr, what string) denyRange {
 	return denyRange{prefix: p, label: p.String() + " " + what}
 }
 
-// denyV4 is every IPv4 range SPEC 6 refuses: the IANA IPv4 Special-Purpose
+// denyV4 is every IPv4 range docs/security.md, Destinations, refuses: the IANA IPv4 Special-Purpose
 // Address Registry entries that are not globally reachable, plus a few that
 // are but never host an origin. First match names the refusal, so a more
 // specific entry comes before the range that contains it.
@@ -43,7 +43,7 @@ var denyV4 = []denyRange{
 	mustRange("240.0.0.0/4", "reserved (RFC 1112)"),                         // RFC 1112 §4
 }
 
-// denyV6 is every IPv6 range SPEC 6 refuses: everything outside global
+// denyV6 is every IPv6 range docs/security.md, Destinations, refuses: everything outside global
 // unicast 2000::/3 and, inside it, the special-purpose blocks that are not
 // globally reachable. The named blocks outside 2000::/3 come before the three
 // catch-alls only so a refusal names what the address is.
@@ -79,7 +79,7 @@ type embedding struct {
 
 func last32(a [16]byte) netip.Addr { return netip.AddrFrom4([4]byte(a[12:16])) }
 
-// embeddings are judged before the IPv6 deny table (SPEC 6): an embedded
+// embeddings are judged before the IPv6 deny table (docs/security.md, Addresses that carry an IPv4): an embedded
 // IPv4 that is denied refuses the address, a public one lets it pass.
 var embeddings = []embedding{
 	{

@@ -19,7 +19,7 @@ func prefixes(table []denyRange) []string {
 	return out
 }
 
-// The deny table, pinned against SPEC 6's list, so a dropped or widened entry
+// The deny table, pinned against the list of docs/security.md, Destinations, so a dropped or widened entry
 // is a visible diff.
 func TestDenyTableMatchesSpec(t *testing.T) {
 	wantV4 := []string{
@@ -37,7 +37,7 @@ func TestDenyTableMatchesSpec(t *testing.T) {
 		"fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
 		// Everything outside 2000::/3.
 		"::/3", "4000::/2", "8000::/1",
-		// Inside 2000::/3; 3fff::/20 (RFC 9637) is an addition SPEC's "at least" asks for.
+		// Inside 2000::/3; 3fff::/20 (RFC 9637) is an addition docs/security.md's "at least" asks for.
 		"2001::/23", "2001:db8::/32", "2620:4f:8000::/48", "3fff::/20",
 	}
 	if diff := cmp.Diff(wantV6, prefixes(denyV6)); diff != "" {

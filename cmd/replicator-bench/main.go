@@ -1,7 +1,7 @@
 //go:build linux
 
 // Command replicator-bench measures the replicator worker against the
-// quality bars of DESIGN.md and runs its crash and hostile-origin suites.
+// quality bars of BENCHMARKS.md and runs its crash and hostile-origin suites.
 //
 // It starts a private redis-server (or uses a Redis database it may flush),
 // serves a loopback origin that answers for many host names (the worker

@@ -151,7 +151,7 @@ const (
 // setting.
 var errBlank = errors.New("empty: give a value, or unset the variable for its default")
 
-// settings lists every variable the worker reads, in the order of SPEC.md's
+// settings lists every variable the worker reads, in the order of docs/settings.md's
 // section 9. It is also what `replicator worker --help` prints.
 var settings = []setting{
 	{name: "REPLICATOR_REDIS_URL", def: "redis://localhost:6379/0", secret: true,

@@ -417,7 +417,7 @@ func TestWorkerAgainstCluster(t *testing.T) {
 }
 
 // TestWorkerMeasuresTheBlobTreeBeforeConsuming restarts a worker on a blob
-// tree already over REPLICATOR_BLOB_MAX_TOTAL_BYTES (SPEC 8): the first
+// tree already over REPLICATOR_BLOB_MAX_TOTAL_BYTES (docs/storage.md, local): the first
 // sweep measures it before the consume loop starts, so the command waiting
 // on the stream parks instead of being fetched and stored.
 func TestWorkerMeasuresTheBlobTreeBeforeConsuming(t *testing.T) {

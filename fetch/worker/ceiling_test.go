@@ -24,7 +24,7 @@ func (e *wenv) deliveries(id string) int {
 // TestTransientDoesNotCountTowardTheCeiling: three 500s, then a handler
 // failure on every attempt, with MaxDeliveryAttempts 3. The failure must be
 // seen three times before the command is dead-lettered (six requests in
-// all), and the fact's attempts counts only those (SPEC 3.5: transient
+// all), and the fact's attempts counts only those (docs/streams.md, Fates: transient
 // failures never count toward the delivery ceiling).
 func TestTransientDoesNotCountTowardTheCeiling(t *testing.T) {
 	var n atomic.Int32

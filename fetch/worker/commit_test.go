@@ -13,7 +13,7 @@ import (
 	"github.com/replicator-go/replicator/internal/testenv"
 )
 
-// Completed commands have their fates written in batches (SPEC 3.5 order
+// Completed commands have their fates written in batches (docs/streams.md, Fates: the order
 // per command: fact, dedupe key, ack). These tests make one step fail for
 // every command of a busy worker and check that no later step was taken
 // for any of them, then that the commands complete once the step works.

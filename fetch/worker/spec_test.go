@@ -25,7 +25,7 @@ import (
 	"github.com/replicator-go/replicator/sink/memory"
 )
 
-// These tests pin SPEC rules of the consume path that the flow and
+// These tests pin rules of the consume path (docs/streams.md) that the flow and
 // taxonomy tests leave unasserted: the storage ceiling's place in the
 // order of refusals, the fates of a permanent failure whose fact cannot be
 // written and of an unclassified one whose delivery count cannot be read,
@@ -81,8 +81,8 @@ func (e *wenv) specAddEdited(cmd *envelope.ContentFetch, edit func(map[string]st
 
 // TestWorkerSpecStorageCeiling: a sink over its ceiling makes a command
 // transient before anything reaches the origin: no fact, the entry stays
-// pending and returns through the reclaim (SPEC 4.4). The refusals that
-// come before the ceiling still close their commands at once (SPEC 4:
+// pending and returns through the reclaim (docs/taxonomy.md, Handling one command). The refusals that
+// come before the ceiling still close their commands at once (docs/taxonomy.md, Handling one command:
 // request options, URL and destination guard are checked first, "so a bad
 // command never parks"). Once space is freed the parked command is stored.
 func TestWorkerSpecStorageCeiling(t *testing.T) {
@@ -162,7 +162,7 @@ func TestWorkerSpecStorageCeiling(t *testing.T) {
 
 // TestWorkerSpecUnpublishableFailureStillDeadLettered: the facts stream
 // refuses every write (it holds a string), and a command ends permanent
-// (404). SPEC 3.5: "A failure to publish this fact is logged and
+// (404). docs/streams.md, Permanent: "A failure to publish this fact is logged and
 // swallowed; the DLQ still happens" — the command is dead-lettered and
 // acked, and no dedupe key is set.
 func TestWorkerSpecUnpublishableFailureStillDeadLettered(t *testing.T) {
@@ -196,7 +196,7 @@ func TestWorkerSpecUnpublishableFailureStillDeadLettered(t *testing.T) {
 }
 
 // TestWorkerSpecDeliveryCountUnreadable: a command whose handling panics,
-// handled by a Redis user that may not run XPENDING. SPEC 3.5: "If the
+// handled by a Redis user that may not run XPENDING. docs/streams.md, Unclassified: "If the
 // count cannot be read, keep retrying" — it stays pending across several
 // reclaims, well past MaxDeliveryAttempts, and is never dead-lettered nor
 // announced.
@@ -248,7 +248,7 @@ func TestWorkerSpecDeliveryCountUnreadable(t *testing.T) {
 
 // TestWorkerSpecHandlerErrorAtDefaultCeiling: a command whose handling
 // panics every time, with the default REPLICATOR_MAX_DELIVERY_ATTEMPTS (5)
-// and a fetcher of 4 request slots. SPEC 3.5 unclassified: "leave pending;
+// and a fetcher of 4 request slots. docs/streams.md, Unclassified: "leave pending;
 // once the entry's delivery count … reaches
 // REPLICATOR_MAX_DELIVERY_ATTEMPTS, publish handler_error with attempts,
 // then DLQ". Every handling must therefore still reach the origin after
@@ -282,7 +282,7 @@ func TestWorkerSpecHandlerErrorAtDefaultCeiling(t *testing.T) {
 }
 
 // TestWorkerSpecDedupeTTL: a stored command's dedupe key lives for
-// WorkerOptions.DedupeTTL (SPEC 3.5 success: "set the dedupe key (TTL
+// WorkerOptions.DedupeTTL (docs/streams.md, Success: "set the dedupe key (TTL
 // REPLICATOR_DEDUPE_TTL_SECONDS)").
 func TestWorkerSpecDedupeTTL(t *testing.T) {
 	const ttl = 3*time.Hour + 17*time.Minute
@@ -310,9 +310,8 @@ func TestWorkerSpecDedupeTTL(t *testing.T) {
 }
 
 // TestWorkerSpecDedupesOnCommandID: the worker dedupes on the payload's
-// command_id, never on the frame's key (SPEC 2: "The key is operational …
-// never the dedupe key: the worker dedupes on payload.command_id"; SPEC
-// 3.4).
+// command_id, never on the frame's key (docs/streams.md, Keys: the key is
+// operational, never the dedupe key; and Triage).
 func TestWorkerSpecDedupesOnCommandID(t *testing.T) {
 	setKey := func(key string) func(map[string]string) {
 		return func(f map[string]string) { f[envelope.FieldKey] = key }
@@ -373,9 +372,9 @@ func TestWorkerSpecDedupesOnCommandID(t *testing.T) {
 
 // TestWorkerSpecNonFiniteTimeout: a payload carrying Python's NaN,
 // Infinity or -Infinity as timeout_seconds decodes, and is refused by the
-// request-options sanitizer (SPEC 2: "A payload carrying Python's
+// request-options sanitizer (docs/streams.md, Decoding: "A payload carrying Python's
 // NaN/Infinity JSON tokens there must be refused this way, not
-// dead-lettered as malformed"; SPEC 5): a fetch_failed
+// dead-lettered as malformed"; docs/security.md, Request options): a fetch_failed
 // invalid_request_options fact and a dead letter with that reason, and no
 // request reaches the origin.
 func TestWorkerSpecNonFiniteTimeout(t *testing.T) {
@@ -497,12 +496,12 @@ func specArgAfter(args []string, name string) string {
 }
 
 // TestWorkerSpecFactBeforeDeadLetter: a command closed as a failure gets
-// its fetch_failed fact first, then its dead letter, then its ack (SPEC
-// 3.4: "fact unsupported_schema_version, then DLQ"; SPEC 3.5 permanent:
-// "publish fetch_failed (terminal), then DLQ (copy + ack)"; the
-// unclassified fate at the ceiling: "publish handler_error with attempts,
-// then DLQ"; SPEC 3.6: the DLQ entry is written, "then the original is
-// acked"). The server's own MONITOR feed gives the order the writes ran
+// its fetch_failed fact first, then its dead letter, then its ack
+// (docs/streams.md: Triage, an unsupported schema version is announced
+// then dead-lettered; Permanent, the terminal fetch_failed then the dead
+// letter; Unclassified, at the ceiling handler_error with attempts then the
+// dead letter; Dead letters, the entry is written, then the original is
+// acked). The server's own MONITOR feed gives the order the writes ran
 // in; the streams live on one server, so this runs standalone only.
 func TestWorkerSpecFactBeforeDeadLetter(t *testing.T) {
 	r := testenv.StartRedis(t)

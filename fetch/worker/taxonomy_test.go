@@ -76,7 +76,7 @@ func failedFact(cmd *envelope.ContentFetch, reason envelope.Reason, status int) 
 	return f
 }
 
-// taxonomyRow is one row of the failure taxonomy (SPEC 3 and 4): what is
+// taxonomyRow is one row of the failure taxonomy (docs/taxonomy.md, The failure taxonomy): what is
 // published on the command stream and everything that must follow.
 type taxonomyRow struct {
 	name string

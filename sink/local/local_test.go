@@ -438,7 +438,7 @@ func TestCeiling(t *testing.T) {
 // TestWaitMeasuredReopenedTreeOverTheCeiling: a Sink opened on a tree that
 // already holds more than MaxTotalBytes is not Full until a sweep has
 // measured it, and WaitMeasured is how a caller waits for that before its
-// first store (SPEC 8: bytes held over the ceiling park new fetches).
+// first store (docs/storage.md, local: bytes held over the ceiling park new fetches).
 func TestWaitMeasuredReopenedTreeOverTheCeiling(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "blobs")
 	first := newSink(t, Options{Dir: dir, MaxTotalBytes: 1000})
