@@ -1,6 +1,6 @@
 -- Gives back the deliveries of entries this consumer received but did not
 -- fail on (a transient outcome, or left pending unhandled), so that only
--- failed handlings count toward the delivery ceiling (SPEC 3.5).
+-- failed handlings count toward the delivery ceiling (docs/streams.md, Fates).
 --
 -- KEYS[1] the command stream; ARGV[1] the group; ARGV[2] this consumer;
 -- ARGV[3..] entry ids. An entry still pending for this consumer gets one
