@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/replicator-go/replicator/sink"
@@ -78,6 +79,17 @@ type Sink struct {
 	now      func() time.Time
 	wrapTemp func(io.Writer) io.Writer
 
+	// umaskKeeps is true when the process's umask, read at New, leaves
+	// blobMode and dirMode as they are: files and shards are then created
+	// with their final modes, with no chmod after each.
+	umaskKeeps bool
+	// made remembers which leaf shards (<ab>/<cd>, 65536 of them) this
+	// Sink knows to exist, so a blob for a new shard makes it before the
+	// rename instead of after a failed one. A bit is only a hint: another
+	// process's sweep may remove a shard, and the rename's failure then
+	// says so.
+	made [1 << 16 / 64]atomic.Uint64
+
 	// One lock per top-level shard ("00".."ff"), held around publishing a
 	// blob and around the sweep's stat-and-unlink and rmdir in that shard.
 	shards [256]sync.Mutex
@@ -126,10 +138,13 @@ func New(opts Options) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: blob dir: %w", err)
 	}
-	if err := ensureDir(dir); err != nil {
+	umask, known := processUmask()
+	keeps := known && umask&(blobMode|dirMode) == 0
+	if err := ensureDir(dir, !keeps); err != nil {
 		return nil, err
 	}
 	s := &Sink{
+		umaskKeeps: keeps,
 		dir:       dir,
 		ttl:       opts.TTL,
 		tempGrace: opts.TempGrace,
@@ -158,8 +173,11 @@ func (s *Sink) URI(fingerprint string) string {
 }
 
 // Put implements sink.Sink; see the package documentation for the steps.
+// A new blob keeps the mtime its last write gave it: no earlier than the
+// time ExpiresAt is computed from, so the sweep never reaps it before the
+// announced expiry.
 func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {
-	return s.PutAt(ctx, s.now(), r, limit)
+	return s.put(ctx, s.now(), r, limit, false)
 }
 
 // PutAt is Put with the time the store began given explicitly. ExpiresAt
@@ -167,14 +185,23 @@ func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, er
 // now when it is created and moved forward to now when it is re-referenced,
 // so the announced expiry never outruns the sweep.
 func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int64) (sink.Blob, error) {
+	return s.put(ctx, now, r, limit, true)
+}
+
+// put stores r; stamp sets a new blob's mtime to now.
+func (s *Sink) put(ctx context.Context, now time.Time, r io.Reader, limit int64, stamp bool) (sink.Blob, error) {
 	if err := ctx.Err(); err != nil {
 		return sink.Blob{}, err
 	}
-	f, err := createTemp(s.dir)
+	mode := uint32(blobMode)
+	if !s.umaskKeeps {
+		mode = 0o600 // and chmod, which ignores the umask, once written
+	}
+	f, err := createTemp(s.dir, mode)
 	if errors.Is(err, fs.ErrNotExist) {
 		// The root was removed from under us; recreate it once.
-		if err = ensureDir(s.dir); err == nil {
-			f, err = createTemp(s.dir)
+		if err = ensureDir(s.dir, !s.umaskKeeps); err == nil {
+			f, err = createTemp(s.dir, mode)
 		}
 	}
 	if err != nil {
@@ -197,9 +224,10 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 	if err != nil {
 		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
 	}
-	// The temp is made 0600, and chmod ignores the umask.
-	if err := f.Chmod(blobMode); err != nil {
-		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
+	if !s.umaskKeeps {
+		if err := f.Chmod(blobMode); err != nil {
+			return sink.Blob{}, fmt.Errorf("local: put: %w", err)
+		}
 	}
 	// Without the fsync a machine crash could leave the final name holding
 	// fewer bytes than its sha256 claims.
@@ -212,7 +240,7 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 	if err := ctx.Err(); err != nil {
 		return sink.Blob{}, err
 	}
-	created, err := s.publish(tmp, fp, now)
+	created, err := s.publish(tmp, fp, now, stamp)
 	if err != nil {
 		return sink.Blob{}, err
 	}
@@ -240,15 +268,22 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 // blob in an existing shard) it is the only call on the final name. Its
 // failure says what to do: the blob exists (touch it) or a level of the
 // shard is missing (make it and try again).
-func (s *Sink) publish(tmp, fp string, now time.Time) (created bool, err error) {
+func (s *Sink) publish(tmp, fp string, now time.Time, stamp bool) (created bool, err error) {
 	mu := s.shardLock(fp[0:2])
 	mu.Lock()
 	defer mu.Unlock()
 	final := s.Path(fp)
-	// The blob's retention clock starts when the store began, the time
-	// ExpiresAt is computed from.
-	if err := os.Chtimes(tmp, now, now); err != nil {
-		return false, fmt.Errorf("local: publish blob: %w", err)
+	if stamp {
+		if err := os.Chtimes(tmp, now, now); err != nil {
+			return false, fmt.Errorf("local: publish blob: %w", err)
+		}
+	}
+	shard := shardIndex(fp)
+	if !s.knownShard(shard) {
+		if err := s.makeShard(filepath.Dir(final)); err != nil {
+			return false, err
+		}
+		s.markShard(shard, true)
 	}
 	// A few attempts, because another process sharing the tree may sweep
 	// the file or its shard away between two of these steps.
@@ -267,7 +302,8 @@ func (s *Sink) publish(tmp, fp string, now time.Time) (created bool, err error) 
 			}
 			// Reaped since the rename failed: publish ours instead.
 		case errors.Is(err, fs.ErrNotExist) && attempt < 3:
-			if err := ensureDir(filepath.Dir(final)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			// Another process swept the shard away since this Sink knew it.
+			if err := ensureDir(filepath.Dir(final), !s.umaskKeeps); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return false, err
 			}
 			// Made, or another process swept a level we just made.
@@ -356,17 +392,20 @@ func (s *Sink) shardLock(top string) *sync.Mutex {
 	return &s.shards[i]
 }
 
-// ensureDir creates dir and any missing parents, each chmodded to 0755
-// because Mkdir's mode is masked by the umask and a 0700 level anywhere
-// would hide the blobs from other readers. Levels that already exist are
-// left as they are (one made concurrently has its maker's mode).
-func ensureDir(dir string) error {
+// ensureDir creates dir and any missing parents, each 0755: with chmod set,
+// each is chmodded to it, because Mkdir's mode is masked by the umask and a
+// 0700 level anywhere would hide the blobs from other readers. Levels that
+// already exist are left as they are (one made concurrently has its
+// maker's mode).
+func ensureDir(dir string, chmod bool) error {
 	for attempt := 1; ; attempt++ {
 		err := os.Mkdir(dir, dirMode)
 		switch {
 		case err == nil:
-			if err := os.Chmod(dir, dirMode); err != nil {
-				return fmt.Errorf("local: %w", err)
+			if chmod {
+				if err := os.Chmod(dir, dirMode); err != nil {
+					return fmt.Errorf("local: %w", err)
+				}
 			}
 			return nil
 		case errors.Is(err, fs.ErrExist):
@@ -383,13 +422,50 @@ func ensureDir(dir string) error {
 			if parent == dir {
 				return fmt.Errorf("local: %w", err)
 			}
-			if err := ensureDir(parent); err != nil {
+			if err := ensureDir(parent, chmod); err != nil {
 				return err
 			}
 		default:
 			return fmt.Errorf("local: %w", err)
 		}
 	}
+}
+
+// shardIndex numbers a fingerprint's leaf shard, <ab>/<cd>, 0 to 65535.
+func shardIndex(fp string) int {
+	n, _ := strconv.ParseUint(fp[0:4], 16, 16)
+	return int(n)
+}
+
+func (s *Sink) knownShard(i int) bool { return s.made[i/64].Load()&(1<<(i%64)) != 0 }
+
+// markShard records whether leaf shard i is known to exist.
+func (s *Sink) markShard(i int, exists bool) {
+	if exists {
+		s.made[i/64].Or(1 << (i % 64))
+	} else {
+		s.made[i/64].And(^uint64(1 << (i % 64)))
+	}
+}
+
+// makeShard makes sure a leaf shard exists: one mkdir when its parent does
+// (a level that exists already is taken as the directory it should be: the
+// rename that follows would fail on anything else), the whole chain when
+// not.
+func (s *Sink) makeShard(dir string) error {
+	err := os.Mkdir(dir, dirMode)
+	switch {
+	case err == nil:
+		if !s.umaskKeeps {
+			if err := os.Chmod(dir, dirMode); err != nil {
+				return fmt.Errorf("local: %w", err)
+			}
+		}
+		return nil
+	case errors.Is(err, fs.ErrExist):
+		return nil
+	}
+	return ensureDir(dir, !s.umaskKeeps)
 }
 
 // level is one directory that others cannot traverse.

@@ -584,7 +584,7 @@ func TestReReferenceOfABlobReapedMeanwhile(t *testing.T) {
 	f.Close()
 	os.Remove(path)
 	os.Remove(filepath.Dir(path))
-	created, err := s.publish(f.Name(), b.Fingerprint, time.Now())
+	created, err := s.publish(f.Name(), b.Fingerprint, time.Now(), true)
 	if err != nil || !created {
 		t.Fatalf("publish = %v, %v; want created", created, err)
 	}
@@ -770,5 +770,51 @@ func TestRenameUnlessExists(t *testing.T) {
 	}
 	if err := renameNoReplace(filepath.Join(dir, "d"), filepath.Join(dir, "missing", "e")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("into a missing directory: %v, want ErrNotExist", err)
+	}
+}
+
+// TestPutNeverReapsBeforeTheAnnouncedExpiry: Put leaves a new blob the
+// mtime its write gave it, which is no earlier than the time its ExpiresAt
+// was computed from, so the sweep (mtime + TTL) never reaps it before then.
+func TestPutNeverReapsBeforeTheAnnouncedExpiry(t *testing.T) {
+	s := newSink(t, Options{})
+	before := time.Now()
+	b, err := s.Put(context.Background(), bytes.NewReader([]byte("fresh")), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(s.Path(b.Fingerprint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reap := fi.ModTime().Add(DefaultTTL); reap.Before(b.ExpiresAt) {
+		t.Errorf("the sweep would reap at %v, before the announced %v", reap, b.ExpiresAt)
+	}
+	if b.ExpiresAt.Before(before.Add(DefaultTTL)) {
+		t.Errorf("ExpiresAt = %v, want at least the start of the Put plus the TTL", b.ExpiresAt)
+	}
+	if fi.Mode().Perm() != blobMode {
+		t.Errorf("mode = %v, want %v", fi.Mode().Perm(), os.FileMode(blobMode))
+	}
+}
+
+// TestShardRemovedBehindTheSinksBack: a shard this Sink made, removed by
+// another process, is made again by the next Put into it.
+func TestShardRemovedBehindTheSinksBack(t *testing.T) {
+	s := newSink(t, Options{})
+	first, err := s.Put(context.Background(), bytes.NewReader([]byte("one")), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := filepath.Dir(s.Path(first.Fingerprint))
+	if err := os.RemoveAll(filepath.Dir(leaf)); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Put(context.Background(), bytes.NewReader([]byte("one")), 0)
+	if err != nil || !again.Created {
+		t.Fatalf("Put after the shard was removed = %+v, %v; want the blob made again", again, err)
+	}
+	if _, err := os.Stat(s.Path(first.Fingerprint)); err != nil {
+		t.Errorf("blob missing: %v", err)
 	}
 }

@@ -86,10 +86,13 @@ func (s *Sink) SweepAt(ctx context.Context, now time.Time) (SweepStats, error) {
 		mu := s.shardLock(d.shard)
 		mu.Lock()
 		err := syscall.Rmdir(d.path) // rmdir only: refuses a non-empty shard
-		mu.Unlock()
 		if err == nil {
+			if leaf, ok := strings.CutPrefix(d.path, filepath.Join(s.dir, d.shard)+string(filepath.Separator)); ok && isShard(leaf) {
+				s.markShard(shardIndex(d.shard+leaf), false)
+			}
 			st.ShardsRemoved++
 		}
+		mu.Unlock()
 	}
 
 	s.usageMu.Lock()

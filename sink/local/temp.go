@@ -2,20 +2,28 @@ package local
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strconv"
 )
 
-// createTemp creates a new temp file in dir, named so the sweep knows it
-// (tempPrefix, random digits, tempSuffix), readable and writable by its
-// owner only until Put gives it the blob's mode.
-func createTemp(dir string) (*os.File, error) {
+// temp is a temp file being written.
+type temp interface {
+	io.Writer
+	Name() string
+	Chmod(fs.FileMode) error
+	Sync() error
+	Close() error
+}
+
+// createTemp creates a new temp file in dir with mode (less the umask),
+// named so the sweep knows it (tempPrefix, random digits, tempSuffix).
+func createTemp(dir string, mode uint32) (temp, error) {
 	for range 10000 {
 		name := filepath.Join(dir, tempPrefix+strconv.FormatUint(rand.Uint64(), 36)+tempSuffix)
-		f, err := openExclusive(name)
+		f, err := openExclusive(name, mode)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}

@@ -3,19 +3,92 @@
 package local
 
 import (
+	"bufio"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
-// openExclusive creates name, failing if it exists. A file made by
-// os.OpenFile is first offered to the network poller, which costs a
-// regular file five wasted system calls (fcntl twice each way and a
-// refused epoll_ctl); os.NewFile of a blocking descriptor skips that, and
-// a blob store makes one file per command.
-func openExclusive(name string) (*os.File, error) {
-	fd, err := syscall.Open(name, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, 0o600)
+// tempFile is a temp blob being written: a blocking descriptor written with
+// plain system calls. An *os.File would first be offered to the network
+// poller (fcntl calls and a refused epoll_ctl) or, through os.NewFile, cost
+// an fcntl asking whether it blocks; a blob store makes one per command.
+type tempFile struct {
+	fd   int
+	name string
+}
+
+// openExclusive creates name with mode (less the umask), failing if it
+// exists.
+func openExclusive(name string, mode uint32) (*tempFile, error) {
+	fd, err := syscall.Open(name, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, mode)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}
-	return os.NewFile(uintptr(fd), name), nil
+	return &tempFile{fd: fd, name: name}, nil
+}
+
+func (f *tempFile) Name() string { return f.name }
+
+// Write writes all of p, as os.File does.
+func (f *tempFile) Write(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := syscall.Write(f.fd, p[n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, &os.PathError{Op: "write", Path: f.name, Err: err}
+		}
+		n += m
+	}
+	return n, nil
+}
+
+func (f *tempFile) Chmod(mode os.FileMode) error {
+	if err := syscall.Fchmod(f.fd, uint32(mode.Perm())); err != nil {
+		return &os.PathError{Op: "chmod", Path: f.name, Err: err}
+	}
+	return nil
+}
+
+func (f *tempFile) Sync() error {
+	if err := syscall.Fsync(f.fd); err != nil {
+		return &os.PathError{Op: "fsync", Path: f.name, Err: err}
+	}
+	return nil
+}
+
+// Close closes the descriptor; a second call is a no-op.
+func (f *tempFile) Close() error {
+	if f.fd < 0 {
+		return nil
+	}
+	err := syscall.Close(f.fd)
+	f.fd = -1
+	if err != nil {
+		return &os.PathError{Op: "close", Path: f.name, Err: err}
+	}
+	return nil
+}
+
+// processUmask reads the process's umask without changing it (Linux's
+// /proc/self/status; changing and restoring it would race with files
+// created meanwhile). ok is false when it cannot be read.
+func processUmask() (umask uint32, ok bool) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, found := strings.CutPrefix(sc.Text(), "Umask:"); found {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			return uint32(n), err == nil
+		}
+	}
+	return 0, false
 }
