@@ -145,13 +145,13 @@ func New(opts Options) (*Sink, error) {
 	}
 	s := &Sink{
 		umaskKeeps: keeps,
-		dir:       dir,
-		ttl:       opts.TTL,
-		tempGrace: opts.TempGrace,
-		maxTotal:  opts.MaxTotalBytes,
-		log:       opts.Logger,
-		now:       time.Now,
-		swept:     make(chan struct{}),
+		dir:        dir,
+		ttl:        opts.TTL,
+		tempGrace:  opts.TempGrace,
+		maxTotal:   opts.MaxTotalBytes,
+		log:        opts.Logger,
+		now:        time.Now,
+		swept:      make(chan struct{}),
 	}
 	s.warnIfUnreachable()
 	return s, nil
