@@ -173,11 +173,8 @@ func (s *Sink) URI(fingerprint string) string {
 }
 
 // Put implements sink.Sink; see the package documentation for the steps.
-// A new blob keeps the mtime its last write gave it: no earlier than the
-// time ExpiresAt is computed from, so the sweep never reaps it before the
-// announced expiry.
 func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {
-	return s.put(ctx, s.now(), r, limit, false)
+	return s.PutAt(ctx, s.now(), r, limit)
 }
 
 // PutAt is Put with the time the store began given explicitly. ExpiresAt
@@ -185,11 +182,6 @@ func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, er
 // now when it is created and moved forward to now when it is re-referenced,
 // so the announced expiry never outruns the sweep.
 func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int64) (sink.Blob, error) {
-	return s.put(ctx, now, r, limit, true)
-}
-
-// put stores r; stamp sets a new blob's mtime to now.
-func (s *Sink) put(ctx context.Context, now time.Time, r io.Reader, limit int64, stamp bool) (sink.Blob, error) {
 	if err := ctx.Err(); err != nil {
 		return sink.Blob{}, err
 	}
@@ -229,6 +221,12 @@ func (s *Sink) put(ctx context.Context, now time.Time, r io.Reader, limit int64,
 			return sink.Blob{}, fmt.Errorf("local: put: %w", err)
 		}
 	}
+	// The blob's retention clock starts when the store began, the time
+	// ExpiresAt is computed from: the mtime its writes gave it comes from
+	// the kernel's coarse clock, which may be a few milliseconds earlier.
+	if err := f.Stamp(now); err != nil {
+		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
+	}
 	// Without the fsync a machine crash could leave the final name holding
 	// fewer bytes than its sha256 claims.
 	if err := f.Sync(); err != nil {
@@ -240,7 +238,7 @@ func (s *Sink) put(ctx context.Context, now time.Time, r io.Reader, limit int64,
 	if err := ctx.Err(); err != nil {
 		return sink.Blob{}, err
 	}
-	created, err := s.publish(tmp, fp, now, stamp)
+	created, err := s.publish(tmp, fp, now)
 	if err != nil {
 		return sink.Blob{}, err
 	}
@@ -268,16 +266,11 @@ func (s *Sink) put(ctx context.Context, now time.Time, r io.Reader, limit int64,
 // blob in an existing shard) it is the only call on the final name. Its
 // failure says what to do: the blob exists (touch it) or a level of the
 // shard is missing (make it and try again).
-func (s *Sink) publish(tmp, fp string, now time.Time, stamp bool) (created bool, err error) {
+func (s *Sink) publish(tmp, fp string, now time.Time) (created bool, err error) {
 	mu := s.shardLock(fp[0:2])
 	mu.Lock()
 	defer mu.Unlock()
 	final := s.Path(fp)
-	if stamp {
-		if err := os.Chtimes(tmp, now, now); err != nil {
-			return false, fmt.Errorf("local: publish blob: %w", err)
-		}
-	}
 	shard := shardIndex(fp)
 	if !s.knownShard(shard) {
 		if err := s.makeShard(filepath.Dir(final)); err != nil {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // temp is a temp file being written.
@@ -14,6 +15,8 @@ type temp interface {
 	io.Writer
 	Name() string
 	Chmod(fs.FileMode) error
+	// Stamp sets its access and modification times to t.
+	Stamp(t time.Time) error
 	Sync() error
 	Close() error
 }
