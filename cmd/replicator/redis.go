@@ -47,18 +47,36 @@ func envRedisURL() string {
 // A URL that cannot be used wraps errRedisURL. Errors never carry the URL's
 // password.
 func newRedisClient(rawURL string) (rueidis.Client, error) {
+	c, _, err := connectRedis(rawURL, false)
+	return c, err
+}
+
+// workerCacheBytes bounds each connection's client-side cache: it holds
+// only the fleet pacer's "no state for this host" answers.
+const workerCacheBytes = 4 << 20
+
+// connectRedis is newRedisClient, with server-assisted client-side caching
+// when cache is set: the fleet pacer then learns that a host has no fleet
+// state without a round trip, until Redis invalidates the answer. A server
+// that cannot (no RESP3 or no client tracking) gets a client without it;
+// cached reports which.
+func connectRedis(rawURL string, cache bool) (c rueidis.Client, cached bool, err error) {
 	target, err := parseRedisURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", envelope.RedactURL(rawURL), err)
+		return nil, false, fmt.Errorf("%s: %w", envelope.RedactURL(rawURL), err)
 	}
 	opt := target.opt
-	// Client-side caching is for reads of keys; this program reads streams.
-	opt.DisableCache = true
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to redis at %s: %w", envelope.RedactURL(rawURL), scrub(err, rawURL))
+	opt.DisableCache = !cache
+	opt.CacheSizeEachConn = workerCacheBytes
+	c, err = rueidis.NewClient(opt)
+	if cache && errors.Is(err, rueidis.ErrNoCache) {
+		opt.DisableCache = true
+		c, err = rueidis.NewClient(opt)
 	}
-	return c, nil
+	if err != nil {
+		return nil, false, fmt.Errorf("connecting to redis at %s: %w", envelope.RedactURL(rawURL), scrub(err, rawURL))
+	}
+	return c, !opt.DisableCache, nil
 }
 
 // redisExit is the exit status of an operator subcommand whose client could

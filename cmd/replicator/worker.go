@@ -136,11 +136,14 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
-	client, err := newRedisClient(cfg.RedisURL)
+	client, cached, err := connectRedis(cfg.RedisURL, true)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
+	if !cached {
+		log.Info("this Redis does not offer client-side caching: every pacing decision for an unspaced host asks it")
+	}
 
 	// Background tasks (policy tail, sweep, metrics server) end with bg.
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))

@@ -26,8 +26,10 @@
 // machines agree; each worker maps the server's clock to its own (NTP-style,
 // from the quickest round trip) so the wait it sleeps does not include the
 // reply's latency. A host with no floor has no key until a refusal
-// escalates it, so while it has none one EXISTS decides instead of the
-// script. Keys expire once their spacing and escalation have lapsed
+// escalates it, so while it has none one lookup decides instead of the
+// script; with a client that caches (rueidis's server-assisted client-side
+// caching, which Redis invalidates when any worker writes the key) that
+// lookup is usually answered without a round trip. Keys expire once their spacing and escalation have lapsed
 // (plus a minute's grace), so idle hosts vanish. If Redis fails, decisions
 // fall back to a [policy.Local] pacer that has been following the fleet's
 // decisions ([policy.Local.Mirror]), logged once on the way down (WARN) and

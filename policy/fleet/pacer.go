@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,19 @@ const defaultRedisTimeout = time.Second
 // keyGrace keeps a host's key this much longer than its spacing and
 // escalation need, so a floor republished a little higher still finds it.
 const keyGrace = 60 * time.Second
+
+// With a client that caches (rueidis's server-assisted client-side
+// caching), "this host has no fleet state" is answered locally until Redis
+// invalidates it, which it does when any worker writes the key or it
+// expires. noStateTTL bounds how long such an answer may be trusted
+// without hearing from Redis. Redis sends the invalidation after the reply
+// to the write that caused it, so for ownWriteSettle after this pacer
+// itself wrote a host's key the answer is asked of Redis instead.
+const (
+	noStateTTL      = 10 * time.Second
+	ownWriteSettle  = time.Second
+	maxRecentWrites = 4096
+)
 
 // PacerOptions configures a fleet Pacer. The zero value is valid and
 // means the defaults documented on each field.
@@ -73,6 +87,11 @@ type Pacer struct {
 	lease    string // microseconds, as the script takes it
 	degraded atomic.Bool
 	clock    serverClock
+
+	// wrote holds when this pacer last ran the script for a host (which may
+	// have written its key), for ownWriteSettle.
+	wroteMu sync.Mutex
+	wrote   map[string]time.Time
 }
 
 // paceScript makes the whole decision for one host. See pace.lua.
@@ -155,7 +174,7 @@ func (p *Pacer) Reserve(ctx context.Context, host string, maxWait time.Duration)
 }
 
 // reserve takes the fleet's decision: for a host with no floor and no
-// fleet state one EXISTS decides (the script would grant at once and write
+// fleet state one key lookup decides (the script would grant at once and write
 // nothing), otherwise the script.
 func (p *Pacer) reserve(ctx context.Context, host string, maxWait time.Duration) (policy.Reservation, error) {
 	floor := p.fallback.Floor(host)
@@ -181,12 +200,20 @@ func (p *Pacer) reserve(ctx context.Context, host string, maxWait time.Duration)
 // reserveUnspaced decides without the script for a host with no floor: if
 // the fleet holds no state for it (no escalation, no request awaiting its
 // departure), the script would grant at once and write nothing, so one
-// EXISTS decides the same at a fraction of the server's time. ok is false
+// key lookup decides the same at a fraction of the server's time, and with
+// a caching client usually without asking Redis at all. ok is false
 // when the host has state, and the script must decide.
 func (p *Pacer) reserveUnspaced(ctx context.Context, host string) (res policy.Reservation, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	n, err := p.client.Do(ctx, p.client.B().Exists().Key(p.Key(host)).Build()).AsInt64()
+	// HLEN of the host's hash is 0 exactly when it has no key, as EXISTS
+	// would say, and unlike EXISTS it may be cached.
+	var n int64
+	if p.wroteRecently(host) {
+		n, err = p.client.Do(ctx, p.client.B().Hlen().Key(p.Key(host)).Build()).AsInt64()
+	} else {
+		n, err = p.client.DoCache(ctx, p.client.B().Hlen().Key(p.Key(host)).Cache(), noStateTTL).AsInt64()
+	}
 	if err != nil || n > 0 {
 		return policy.Reservation{}, false, err
 	}
@@ -256,6 +283,7 @@ type scriptResult struct {
 func (p *Pacer) exec(ctx context.Context, host, mode string, floor, arg time.Duration) (scriptResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
+	p.noteWrite(host)
 	sent := time.Now()
 	resp := paceScript.Exec(ctx, p.client, []string{p.Key(host)}, []string{
 		mode, micros(floor), micros(arg), argFirstStep, argHeadroom, argReset, argGrace, p.lease, argPoll,
@@ -304,4 +332,35 @@ func (p *Pacer) recover() {
 // double for every interval this package allows.
 func micros(d time.Duration) string {
 	return strconv.FormatInt(int64(d/time.Microsecond), 10)
+}
+
+// noteWrite records that this pacer is about to run the script for host.
+func (p *Pacer) noteWrite(host string) {
+	now := time.Now()
+	p.wroteMu.Lock()
+	defer p.wroteMu.Unlock()
+	if p.wrote == nil {
+		p.wrote = make(map[string]time.Time)
+	}
+	if len(p.wrote) >= maxRecentWrites {
+		for h, at := range p.wrote {
+			if now.Sub(at) >= ownWriteSettle {
+				delete(p.wrote, h)
+			}
+		}
+	}
+	p.wrote[host] = now
+}
+
+// wroteRecently reports whether this pacer ran the script for host within
+// ownWriteSettle, so an invalidation of its cached state may be in flight.
+func (p *Pacer) wroteRecently(host string) bool {
+	p.wroteMu.Lock()
+	defer p.wroteMu.Unlock()
+	at, ok := p.wrote[host]
+	if ok && time.Since(at) >= ownWriteSettle {
+		delete(p.wrote, host)
+		return false
+	}
+	return ok
 }
