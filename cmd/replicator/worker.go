@@ -91,7 +91,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	lines := newLogBuffer(stderr)
+	defer lines.Close()
+	log := slog.New(flushOnWarn{slog.NewJSONHandler(lines, &slog.HandlerOptions{Level: cfg.LogLevel}), lines})
 	// The policy table and other packages log through the default logger.
 	slog.SetDefault(log)
 	for _, w := range cfg.Warnings {

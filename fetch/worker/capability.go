@@ -104,7 +104,9 @@ func (c *capability) Observe(h *held, out fetch.Outcome) {
 	default:
 		level = slog.LevelError
 	}
-	if !c.log.Enabled(context.Background(), level) {
+	ctx := context.Background()
+	handler := c.log.Handler()
+	if !handler.Enabled(ctx, level) {
 		return
 	}
 	var paced time.Duration
@@ -115,8 +117,11 @@ func (c *capability) Observe(h *held, out fetch.Outcome) {
 			size = out.Result.Blob.Size
 		}
 	}
-	attrs := make([]slog.Attr, 0, 13)
-	attrs = append(attrs,
+	// A record made here, without the caller's program counter (which
+	// slog.Logger would look up for every line): the line names its command,
+	// not its source.
+	r := slog.NewRecord(time.Now(), level, "handled command", 0)
+	r.AddAttrs(
 		slog.String("message_id", h.ID),
 		slog.String("command_id", h.CommandID),
 		slog.String("url", envelope.RedactURL(h.Command.cmd.URL)),
@@ -129,10 +134,10 @@ func (c *capability) Observe(h *held, out fetch.Outcome) {
 		slog.Int64("size_bytes", size),
 	)
 	if parks := h.Command.parks; parks > 0 {
-		attrs = append(attrs, slog.Int("parks", parks))
+		r.AddAttrs(slog.Int("parks", parks))
 	}
 	if out.Err != nil {
-		attrs = append(attrs, slog.String("error", out.Err.Error()))
+		r.AddAttrs(slog.String("error", out.Err.Error()))
 	}
-	c.log.LogAttrs(context.Background(), level, "handled command", attrs...)
+	handler.Handle(ctx, r)
 }
