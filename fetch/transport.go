@@ -36,7 +36,7 @@ func newTransport(g *guard.Guard, tlsConfig *tls.Config) *http.Transport {
 		TLSClientConfig:        tlsConfig,
 		DisableCompression:     true,
 		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           1024,
+		MaxIdleConns:           4096,
 		MaxIdleConnsPerHost:    4,
 		IdleConnTimeout:        90 * time.Second,
 		ExpectContinueTimeout:  time.Second,
