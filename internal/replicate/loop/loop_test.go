@@ -292,6 +292,13 @@ func TestLoopRefusalsAreAnnouncedThenDeadLettered(t *testing.T) {
 		{e.command("r-source", "file:///etc/passwd"), envelope.ReplicateReasonInvalidSource},
 		{e.command("r-expired", gone), envelope.ReplicateReasonBlobExpired},
 		{e.command("r-conflict", conflict, func(c *envelope.ContentReplicate) { c.Destination = "taken.txt" }), envelope.ReplicateReasonDestinationConflict},
+		// blob_uri spellings that are not what this store mints.
+		{e.command("r-traversal", traverse(uri)), envelope.ReplicateReasonInvalidSource},
+		{e.command("r-percent", strings.Replace(uri, ".bin", "%2Ebin", 1)), envelope.ReplicateReasonInvalidSource},
+		{e.command("r-upper", upperHex(uri)), envelope.ReplicateReasonInvalidSource},
+		{e.command("r-query", uri+"?x=1"), envelope.ReplicateReasonInvalidSource},
+		{e.command("r-scheme", "https://example.com/"+fingerprintOf(uri)+".bin"), envelope.ReplicateReasonInvalidSource},
+		{e.command("r-other-backend", "gs://temp-bucket/blobs/"+fingerprintOf(uri)+".bin"), envelope.ReplicateReasonBlobExpired},
 	}
 	ids := map[string]string{}
 	for _, r := range rows {
@@ -327,6 +334,48 @@ func TestLoopRefusalsAreAnnouncedThenDeadLettered(t *testing.T) {
 	}
 	if _, ok := e.object(destBucket, e.prefix+"/../outside.txt"); ok {
 		t.Error("a refused destination was written")
+	}
+}
+
+// fingerprintOf is the fingerprint a local blob_uri names.
+func fingerprintOf(uri string) string {
+	return strings.TrimSuffix(uri[strings.LastIndex(uri, "/")+1:], ".bin")
+}
+
+// traverse spells a blob_uri with a dot-dot segment that names the same
+// file.
+func traverse(uri string) string {
+	shard := "/" + fingerprintOf(uri)[0:2] + "/"
+	return strings.Replace(uri, shard, shard+".."+shard, 1)
+}
+
+// upperHex spells a blob_uri's fingerprint in upper case.
+func upperHex(uri string) string {
+	fp := fingerprintOf(uri)
+	return strings.Replace(uri, fp, strings.ToUpper(fp), 1)
+}
+
+// TestLoopAnAliasWritesOnlyUnderItsRoot: a command naming the alias of
+// another bucket writes there, under that alias's prefix, and nowhere else.
+func TestLoopAnAliasWritesOnlyUnderItsRoot(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	data := []byte("for the other bucket")
+	e.addModel(e.command("other", e.store(data), func(c *envelope.ContentReplicate) {
+		c.CredentialsAlias, c.Destination = "other", "x/"+destBucket+"/a.txt"
+	}))
+	eventually(t, 10*time.Second, "the fact", func() bool { return len(e.factsNow()) == 1 })
+	done, ok := e.factsNow()[0].(*envelope.ReplicationComplete)
+	want := replicate.PublicURLBase + "/" + otherBucket + "/elsewhere/x/" + destBucket + "/a.txt"
+	if !ok || done.PublicURL != want {
+		t.Fatalf("fact = %#v, want replication_complete at %s", e.factsNow()[0], want)
+	}
+	if got, ok := e.object(otherBucket, "elsewhere/x/"+destBucket+"/a.txt"); !ok || !bytes.Equal(got, data) {
+		t.Errorf("the copy is not under the other alias's root")
+	}
+	it := e.gcs.Client.Bucket(destBucket).Objects(context.Background(), nil)
+	if o, err := it.Next(); err == nil {
+		t.Errorf("an object %q appeared in %s", o.Name, destBucket)
 	}
 }
 
