@@ -1,0 +1,64 @@
+package replicate
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/replicator-go/replicator/guard"
+)
+
+// FuzzParseBinding feeds the alias file's entry parser arbitrary JSON. It
+// must never panic; a binding it accepts names a provider this host knows,
+// a gcs one a valid bucket and a prefix the object-key guard accepts, and
+// nothing in it comes from a member the binding does not declare.
+func FuzzParseBinding(f *testing.F) {
+	for _, seed := range []string{
+		`{"provider": "gcs", "bucket": "co-artifacts", "prefix": "replications"}`, // a good one
+		`{"provider": "gcs", "bucket": "b-1", "prefix": "/a/b/"}`,                 // slashes at the ends are dropped
+		`{"provider": "gdrive", "folder_id": "x"}`,                               // no writer: loads, refused later
+		`{"provider": "ia"}`,
+		`{"provider": "gcs", "bucket": "b", "key": "secret"}`,       // too short a bucket; an undeclared member
+		`{"provider": "gcs", "bucket": "ok-bucket", "token": "s3"}`, // the token is dropped unread
+		`{"provider": "gcs", "bucket": "ok-bucket", "prefix": "../up"}`,
+		`{"provider": "gcs", "bucket": "Upper"}`,
+		`{"provider": 7}`,
+		`{"provider": null}`,
+		`[]`,
+		`"gcs"`,
+		`{}`,
+		`{"provider": "gcs", "bucket": "ok-bucket", "prefix": null}`,
+	} {
+		f.Add("alias", seed)
+	}
+	f.Fuzz(func(t *testing.T, name, raw string) {
+		b, ignored, err := parseBinding(name, json.RawMessage(raw))
+		if err != nil {
+			return
+		}
+		switch b.Provider {
+		case ProviderGCS:
+			if !validBucket(b.Bucket) {
+				t.Fatalf("accepted bucket %q", b.Bucket)
+			}
+			if err := guard.CheckPrefix(b.Prefix); err != nil || strings.HasPrefix(b.Prefix, "/") || strings.HasSuffix(b.Prefix, "/") {
+				t.Fatalf("accepted prefix %q (%v)", b.Prefix, err)
+			}
+		case ProviderGDrive, ProviderIA:
+			if b.Bucket != "" || b.Prefix != "" {
+				t.Fatalf("a %s binding kept a root: %+v", b.Provider, b)
+			}
+		default:
+			t.Fatalf("accepted provider %q", b.Provider)
+		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal([]byte(raw), &members) != nil {
+			t.Fatalf("accepted %q, which is not a JSON object", raw)
+		}
+		for _, m := range ignored {
+			if m == "provider" || (b.Provider == ProviderGCS && (m == "bucket" || m == "prefix")) {
+				t.Fatalf("a declared member %q reported as ignored", m)
+			}
+		}
+	})
+}
