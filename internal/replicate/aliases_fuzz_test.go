@@ -16,7 +16,7 @@ func FuzzParseBinding(f *testing.F) {
 	for _, seed := range []string{
 		`{"provider": "gcs", "bucket": "co-artifacts", "prefix": "replications"}`, // a good one
 		`{"provider": "gcs", "bucket": "b-1", "prefix": "/a/b/"}`,                 // slashes at the ends are dropped
-		`{"provider": "gdrive", "folder_id": "x"}`,                               // no writer: loads, refused later
+		`{"provider": "gdrive", "folder_id": "x"}`,                                // no writer: loads, refused later
 		`{"provider": "ia"}`,
 		`{"provider": "gcs", "bucket": "b", "key": "secret"}`,       // too short a bucket; an undeclared member
 		`{"provider": "gcs", "bucket": "ok-bucket", "token": "s3"}`, // the token is dropped unread
