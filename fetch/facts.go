@@ -22,7 +22,7 @@ const DefaultMediaType = "application/octet-stream"
 const MaxPassthroughLength = 1024
 
 // MaxDetailLength bounds a fetch_failed detail, in bytes.
-const MaxDetailLength = 1024
+const MaxDetailLength = envelope.MaxDetailLength
 
 // MediaType normalizes a Content-Type header value for blob_available: the
 // part before ';', stripped of surrounding white space and lower-cased;
@@ -189,20 +189,9 @@ func FailedFact(cmd *envelope.ContentFetch, reason envelope.Reason, detail strin
 		fact.Attempts = envelope.Ptr(attempts)
 	}
 	if detail != "" {
-		fact.Detail = envelope.Ptr(boundDetail(detail))
+		fact.Detail = envelope.Ptr(envelope.BoundDetail(detail))
 	}
 	return fact
-}
-
-func boundDetail(s string) string {
-	if len(s) <= MaxDetailLength {
-		return s
-	}
-	cut := MaxDetailLength - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 func withoutUserinfo(u *url.URL) string {

@@ -168,13 +168,13 @@ type Worker struct {
 // to handler. See Options for how to build the handler's Fetcher.
 func New(client rueidis.Client, handler *fetch.Handler, opts Options) *Worker {
 	o := opts
-	o.Stream = orString(o.Stream, DefaultStream)
-	o.Group = orString(o.Group, DefaultGroup)
-	o.FactsStream = orString(o.FactsStream, DefaultFactsStream)
-	o.DLQStream = orString(o.DLQStream, DefaultDLQStream)
-	o.DedupePrefix = orString(o.DedupePrefix, DefaultDedupePrefix)
-	o.MaxHeldPerHost = orPositive(o.MaxHeldPerHost, DefaultMaxHeldPerHost)
-	o.MaxActivePerHost = orPositive(o.MaxActivePerHost, DefaultMaxActivePerHost)
+	o.Stream = consume.Or(o.Stream, DefaultStream)
+	o.Group = consume.Or(o.Group, DefaultGroup)
+	o.FactsStream = consume.Or(o.FactsStream, DefaultFactsStream)
+	o.DLQStream = consume.Or(o.DLQStream, DefaultDLQStream)
+	o.DedupePrefix = consume.Or(o.DedupePrefix, DefaultDedupePrefix)
+	o.MaxHeldPerHost = consume.OrPositive(o.MaxHeldPerHost, DefaultMaxHeldPerHost)
+	o.MaxActivePerHost = consume.OrPositive(o.MaxActivePerHost, DefaultMaxActivePerHost)
 	var slots fetch.Slots
 	maxFetch := fetch.DefaultMaxFetchTime
 	if handler != nil && handler.Fetcher() != nil {
@@ -187,8 +187,8 @@ func New(client rueidis.Client, handler *fetch.Handler, opts Options) *Worker {
 			o.Concurrency = s.Size()
 		}
 	}
-	o.MaxHeld = orPositive(o.MaxHeld, DefaultHeldPerRequest*o.Concurrency)
-	o.DrainTimeout = orPositive(o.DrainTimeout, maxFetch+DrainMargin)
+	o.MaxHeld = consume.OrPositive(o.MaxHeld, DefaultHeldPerRequest*o.Concurrency)
+	o.DrainTimeout = consume.OrPositive(o.DrainTimeout, maxFetch+DrainMargin)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -253,18 +253,4 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.o.Logger.InfoContext(ctx, "worker starting", "stream", w.o.Stream, "group", w.o.Group, "consumer", w.o.Consumer,
 		"concurrency", w.o.Concurrency, "max_held", w.o.MaxHeld, "max_held_per_host", w.o.MaxHeldPerHost)
 	return w.loop.Run(ctx)
-}
-
-func orString(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
-}
-
-func orPositive[T int | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
 }

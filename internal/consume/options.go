@@ -110,33 +110,36 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // withDefaults fills in every zero field.
 func (o Options) withDefaults() Options {
-	o.Consumer = orString(o.Consumer, DefaultConsumer())
-	o.StartID = orString(o.StartID, DefaultStartID)
-	o.ReadBlock = orPositive(o.ReadBlock, DefaultReadBlock)
-	o.ClaimMinIdle = orPositive(o.ClaimMinIdle, DefaultClaimMinIdle)
-	o.BackoffBase = orPositive(o.BackoffBase, DefaultBackoffBase)
-	o.BackoffMax = max(orPositive(o.BackoffMax, DefaultBackoffMax), o.BackoffBase)
-	o.DedupeTTL = orPositive(o.DedupeTTL, DefaultDedupeTTL)
-	o.MaxDeliveryAttempts = orPositive(o.MaxDeliveryAttempts, DefaultMaxDeliveryAttempts)
-	o.MaxConsecutiveFailures = orPositive(o.MaxConsecutiveFailures, DefaultMaxConsecutiveFailures)
-	o.MaxHeld = orPositive(o.MaxHeld, DefaultMaxHeld)
-	o.DrainTimeout = orPositive(o.DrainTimeout, DefaultDrainTimeout)
+	o.Consumer = Or(o.Consumer, DefaultConsumer())
+	o.StartID = Or(o.StartID, DefaultStartID)
+	o.ReadBlock = OrPositive(o.ReadBlock, DefaultReadBlock)
+	o.ClaimMinIdle = OrPositive(o.ClaimMinIdle, DefaultClaimMinIdle)
+	o.BackoffBase = OrPositive(o.BackoffBase, DefaultBackoffBase)
+	o.BackoffMax = max(OrPositive(o.BackoffMax, DefaultBackoffMax), o.BackoffBase)
+	o.DedupeTTL = OrPositive(o.DedupeTTL, DefaultDedupeTTL)
+	o.MaxDeliveryAttempts = OrPositive(o.MaxDeliveryAttempts, DefaultMaxDeliveryAttempts)
+	o.MaxConsecutiveFailures = OrPositive(o.MaxConsecutiveFailures, DefaultMaxConsecutiveFailures)
+	o.MaxHeld = OrPositive(o.MaxHeld, DefaultMaxHeld)
+	o.DrainTimeout = OrPositive(o.DrainTimeout, DefaultDrainTimeout)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	return o
 }
 
-func orString(v, def string) string {
-	if v == "" {
+// Or returns v, or def when v is the zero value: how the loops' options
+// read "zero means the documented default".
+func Or[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
 		return def
 	}
 	return v
 }
 
-// orPositive reads a field where zero (or a negative value, which means
-// nothing here) is the default.
-func orPositive[T int | time.Duration](v, def T) T {
+// OrPositive returns v, or def when v is zero or negative: for a count or
+// a duration, where nothing below one means anything.
+func OrPositive[T int | time.Duration](v, def T) T {
 	if v <= 0 {
 		return def
 	}

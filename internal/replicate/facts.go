@@ -9,7 +9,7 @@ import (
 )
 
 // MaxDetailLength bounds a replication_failed detail, in bytes.
-const MaxDetailLength = 1024
+const MaxDetailLength = envelope.MaxDetailLength
 
 // FailedFact builds a terminal replication_failed about cmd, echoing its
 // command_id and the three ids verbatim. attempts is set on the fact only
@@ -37,20 +37,9 @@ func FailedFact(cmd *envelope.ContentReplicate, reason envelope.ReplicateReason,
 		fact.Attempts = envelope.Ptr(attempts)
 	}
 	if detail != "" {
-		fact.Detail = envelope.Ptr(boundDetail(detail))
+		fact.Detail = envelope.Ptr(envelope.BoundDetail(detail))
 	}
 	return fact
-}
-
-func boundDetail(s string) string {
-	if len(s) <= MaxDetailLength {
-		return s
-	}
-	cut := MaxDetailLength - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // quoteBounded quotes a command's value for a detail, cut to a length a log

@@ -78,7 +78,7 @@ type Loop struct {
 // handler.
 func New(client rueidis.Client, handler *replicate.Handler, opts Options) *Loop {
 	o := opts
-	o.Concurrency = orPositive(o.Concurrency, DefaultConcurrency)
+	o.Concurrency = consume.OrPositive(o.Concurrency, DefaultConcurrency)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -90,13 +90,13 @@ func New(client rueidis.Client, handler *replicate.Handler, opts Options) *Loop 
 	}, []string{"outcome"})
 	c := &capability{handler: handler, log: o.Logger, duration: duration}
 	l := consume.New(client, c, consume.NewFIFO[*envelope.ContentReplicate, replicate.Outcome](o.Concurrency), consume.Options{
-		Stream:                 orString(o.Stream, replicate.DefaultStream),
-		Group:                  orString(o.Group, replicate.DefaultGroup),
+		Stream:                 consume.Or(o.Stream, replicate.DefaultStream),
+		Group:                  consume.Or(o.Group, replicate.DefaultGroup),
 		Consumer:               o.Consumer,
 		StartID:                o.StartID,
-		FactsStream:            orString(o.FactsStream, replicate.DefaultFactsStream),
-		DLQStream:              orString(o.DLQStream, replicate.DefaultDLQStream),
-		DedupePrefix:           orString(o.DedupePrefix, replicate.DefaultDedupePrefix),
+		FactsStream:            consume.Or(o.FactsStream, replicate.DefaultFactsStream),
+		DLQStream:              consume.Or(o.DLQStream, replicate.DefaultDLQStream),
+		DedupePrefix:           consume.Or(o.DedupePrefix, replicate.DefaultDedupePrefix),
 		ReadBlock:              o.ReadBlock,
 		ClaimMinIdle:           o.ClaimMinIdle,
 		MaxDeliveryAttempts:    o.MaxDeliveryAttempts,
@@ -104,8 +104,8 @@ func New(client rueidis.Client, handler *replicate.Handler, opts Options) *Loop 
 		BackoffMax:             o.BackoffMax,
 		MaxConsecutiveFailures: o.MaxConsecutiveFailures,
 		DedupeTTL:              o.DedupeTTL,
-		MaxHeld:                orPositive(o.MaxHeld, 2*o.Concurrency),
-		DrainTimeout:           orPositive(o.DrainTimeout, handler.WriteTimeout()+DrainMargin),
+		MaxHeld:                consume.OrPositive(o.MaxHeld, 2*o.Concurrency),
+		DrainTimeout:           consume.OrPositive(o.DrainTimeout, handler.WriteTimeout()+DrainMargin),
 		Logger:                 o.Logger,
 		Metrics:                m,
 	})
@@ -214,18 +214,4 @@ func (c *capability) Observe(h *consume.Held[*envelope.ContentReplicate], out re
 		attrs = append(attrs, slog.String("error", out.Err.Error()))
 	}
 	c.log.LogAttrs(context.Background(), level, "handled replicate command", attrs...)
-}
-
-func orString(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
-}
-
-func orPositive[T int | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
 }
