@@ -64,18 +64,11 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runSeedReplicate(ctx, args[1:], stdout, stderr)
 	}
 	fs := newFlagSet("seed", "seed --info-source-id ID [--redis-url URL] [--stream S] [--production] [--dry-run] [-H 'Name: value']... [--timeout S] [--watch] [--watch-timeout D] URL...", seedDescription, stderr)
-	redisURL := fs.String("redis-url", envRedisURL(), "Redis `URL` (default $REPLICATOR_REDIS_URL or "+defaultRedisURL+")")
-	stream := fs.String("stream", streamCommands, "command `stream` to publish to")
-	production := fs.Bool("production", false, "allow publishing to "+streamCommands+" on database 0, which a running worker fetches for real")
-	dryRun := fs.Bool("dry-run", false, "print the frames that would be published and exit without connecting")
-	factsStream := fs.String("facts-stream", "", "fact `stream` --watch reads (default "+streamFacts+" for "+streamCommands+", else <stream>.blobs)")
+	target := addSeedTarget(fs, streamCommands, streamFacts, ".blobs", "fetches")
 	infoSource := fs.String("info-source-id", "", "info_source_id echoed on both facts (required)")
 	var headers multiFlag
 	fs.Var(&headers, "H", "request header `'Name: value'` for every command (repeatable)")
 	timeout := fs.Float64("timeout", 0, "timeout_seconds for every command, in `seconds` (default: the worker's, 30)")
-	watch := fs.Bool("watch", false, "tail content.blobs until every command has an outcome")
-	watchTimeout := durationFlag{d: defaultWatchTimeout}
-	fs.Var(&watchTimeout, "watch-timeout", "how long --watch waits, a `duration` like 45s or a number of seconds")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -109,18 +102,8 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		timeoutSeconds = timeout
 	}
-	if watchTimeout.d <= 0 {
-		return usageErr("--watch-timeout: want a positive duration")
-	}
-	if strings.TrimSpace(*stream) == "" {
-		return usageErr("--stream: want a stream name")
-	}
-	facts := *factsStream
-	if facts == "" {
-		facts = streamFacts
-		if *stream != streamCommands {
-			facts = *stream + ".blobs"
-		}
+	if msg := target.check(); msg != "" {
+		return usageErr("%s", msg)
 	}
 	commands := make([]*envelope.ContentFetch, 0, fs.NArg())
 	for _, u := range fs.Args() {
@@ -134,52 +117,31 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			TimeoutSeconds: timeoutSeconds,
 		})
 	}
-	if *dryRun {
-		return printDryRun(stdout, stderr, *stream, commands)
+	if *target.dryRun {
+		return printDryRun(stdout, stderr, *target.stream, commands)
 	}
-	target, err := parseRedisURL(*redisURL)
-	if err != nil {
-		return usageErr("--redis-url %s: %v", envelope.RedactURL(*redisURL), err)
-	}
-	// As the reference decides reach: only content.fetch on database 0 is
-	// what a running worker consumes; either alone reaches nothing.
-	if *stream == streamCommands && target.db == 0 && !*production {
-		return usageErr("%s on database 0 is the live command stream: a running worker will fetch these URLs for real. Pass --production to mean it (or --dry-run to see the frames)", streamCommands)
-	}
-
-	client, err := newRedisClient(*redisURL)
-	if err != nil {
-		fmt.Fprintf(stderr, "replicator seed: %v\n", err)
-		return redisExit(err)
+	client, start, code := target.connect(ctx, "seed", "a running worker will fetch these URLs for real", stderr)
+	if code != 0 {
+		return code
 	}
 	defer client.Close()
-
-	// The cursor is taken before publishing: a worker quick enough to answer
-	// before the watch starts would otherwise put its fact behind it.
-	start := "0-0"
-	if *watch {
-		if start, err = lastID(ctx, client, facts); err != nil {
-			fmt.Fprintf(stderr, "replicator seed: reading %s failed, so nothing was published: %v\n", facts, err)
-			return 1
-		}
-	}
 
 	var published []seedResult
 	for _, cmd := range commands {
 		cmd.OccurredAt = time.Now().UTC()
-		id, err := publish(ctx, client, *stream, cmd)
+		id, err := publish(ctx, client, *target.stream, cmd)
 		if err != nil {
-			fmt.Fprintf(stderr, "replicator seed: publishing to %s failed after %d of %d commands: %v\n", *stream, len(published), fs.NArg(), err)
+			fmt.Fprintf(stderr, "replicator seed: publishing to %s failed after %d of %d commands: %v\n", *target.stream, len(published), fs.NArg(), err)
 			return 1
 		}
 		r := seedResult{commandID: cmd.CommandID, entryID: id, url: cmd.URL}
 		published = append(published, r)
 		fmt.Fprintf(stdout, "published command_id=%s entry_id=%s url=%s\n", r.commandID, r.entryID, envelope.RedactURL(r.url))
 	}
-	if !*watch {
+	if !*target.watch {
 		return 0
 	}
-	return watchFacts(ctx, client, facts, start, published, watchTimeout.d, stdout, stderr)
+	return watchFacts(ctx, client, target.factsStream(), start, published, target.watchTimeout.d, stdout, stderr)
 }
 
 // printFrame writes the frame seed would publish to stream, as JSON with

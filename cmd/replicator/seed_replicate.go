@@ -41,11 +41,7 @@ out; 2 for usage errors and a refused target.`
 
 func runSeedReplicate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("seed replicate", "seed replicate --alias A --destination KEY --info-source-id ID [--provider P] [--media-type T] [--redis-url URL] [--stream S] [--production] [--dry-run] [--watch] BLOB_URI", seedReplicateDescription, stderr)
-	redisURL := fs.String("redis-url", envRedisURL(), "Redis `URL` (default $REPLICATOR_REDIS_URL or "+defaultRedisURL+")")
-	stream := fs.String("stream", streamReplicate, "command `stream` to publish to")
-	production := fs.Bool("production", false, "allow publishing to "+streamReplicate+" on database 0, which a running worker consumes for real")
-	dryRun := fs.Bool("dry-run", false, "print the frame that would be published and exit without connecting")
-	factsStream := fs.String("facts-stream", "", "fact `stream` --watch reads (default "+streamArtifacts+" for "+streamReplicate+", else <stream>.artifacts)")
+	target := addSeedTarget(fs, streamReplicate, streamArtifacts, ".artifacts", "copies")
 	alias := fs.String("alias", "", "credentials_alias: the provisioned store to write (required)")
 	provider := fs.String("provider", replicate.ProviderGCS, "the alias's `provider`")
 	destination := fs.String("destination", "", "the object `key` under the alias's root (required)")
@@ -56,9 +52,6 @@ func runSeedReplicate(ctx context.Context, args []string, stdout, stderr io.Writ
 	infoSource := fs.String("info-source-id", "", "info_source_id echoed on both facts (required)")
 	repSpec := fs.String("info-item-rep-spec-id", "seed", "info_item_rep_spec_id echoed on both facts")
 	revision := fs.String("source-revision-id", "seed", "source_revision_id echoed on both facts")
-	watch := fs.Bool("watch", false, "tail the fact stream until the command has an outcome")
-	watchTimeout := durationFlag{d: defaultWatchTimeout}
-	fs.Var(&watchTimeout, "watch-timeout", "how long --watch waits, a `duration` like 45s or a number of seconds")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -77,10 +70,8 @@ func runSeedReplicate(ctx context.Context, args []string, stdout, stderr io.Writ
 		return usageErr("--alias is required (a store provisioned on the worker's host)")
 	case strings.TrimSpace(*infoSource) == "":
 		return usageErr("--info-source-id is required (the issuer's id echoed on both facts)")
-	case watchTimeout.d <= 0:
-		return usageErr("--watch-timeout: want a positive duration")
-	case strings.TrimSpace(*stream) == "":
-		return usageErr("--stream: want a stream name")
+	case target.check() != "":
+		return usageErr("%s", target.check())
 	}
 	if err := guard.CheckDestination(*destination); err != nil {
 		return usageErr("--destination: the worker would refuse it: %v", err)
@@ -108,46 +99,24 @@ func runSeedReplicate(ctx context.Context, args []string, stdout, stderr io.Writ
 		SourceRevisionID:  *revision,
 		InfoSourceID:      *infoSource,
 	}
-	if *dryRun {
-		return printFrame(stdout, stderr, *stream, cmd)
+	if *target.dryRun {
+		return printFrame(stdout, stderr, *target.stream, cmd)
 	}
-	target, err := parseRedisURL(*redisURL)
-	if err != nil {
-		return usageErr("--redis-url %s: %v", envelope.RedactURL(*redisURL), err)
-	}
-	if *stream == streamReplicate && target.db == 0 && !*production {
-		return usageErr("%s on database 0 is the live command stream: a running worker will write this copy for real. Pass --production to mean it (or --dry-run to see the frame)", streamReplicate)
-	}
-	facts := *factsStream
-	if facts == "" {
-		facts = streamArtifacts
-		if *stream != streamReplicate {
-			facts = *stream + ".artifacts"
-		}
-	}
-	client, err := newRedisClient(*redisURL)
-	if err != nil {
-		fmt.Fprintf(stderr, "replicator seed replicate: %v\n", err)
-		return redisExit(err)
+	client, start, code := target.connect(ctx, "seed replicate", "a running worker will write this copy for real", stderr)
+	if code != 0 {
+		return code
 	}
 	defer client.Close()
-	start := "0-0"
-	if *watch {
-		if start, err = lastID(ctx, client, facts); err != nil {
-			fmt.Fprintf(stderr, "replicator seed replicate: reading %s failed, so nothing was published: %v\n", facts, err)
-			return 1
-		}
-	}
-	id, err := publish(ctx, client, *stream, cmd)
+	id, err := publish(ctx, client, *target.stream, cmd)
 	if err != nil {
-		fmt.Fprintf(stderr, "replicator seed replicate: publishing to %s failed: %v\n", *stream, err)
+		fmt.Fprintf(stderr, "replicator seed replicate: publishing to %s failed: %v\n", *target.stream, err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "published command_id=%s entry_id=%s destination=%s\n", cmd.CommandID, id, kvValue(cmd.Destination))
-	if !*watch {
+	if !*target.watch {
 		return 0
 	}
-	return watchFacts(ctx, client, facts, start, []seedResult{{commandID: cmd.CommandID, entryID: id}}, watchTimeout.d, stdout, stderr)
+	return watchFacts(ctx, client, target.factsStream(), start, []seedResult{{commandID: cmd.CommandID, entryID: id}}, target.watchTimeout.d, stdout, stderr)
 }
 
 // kvValue is v as kv renders a value.
