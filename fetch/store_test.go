@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -27,28 +23,14 @@ import (
 // a bucket that lost a grant or a service having a bad minute would.
 func refusingGCS(t *testing.T, bucket string, refuse *atomic.Int64) *gcs.Sink {
 	t.Helper()
-	fake := testenv.StartGCS(t, bucket)
-	target, err := url.Parse(fake.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := httputil.NewSingleHostReverseProxy(target)
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if code := int(refuse.Load()); code != 0 && r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/upload/") {
-			io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(code)
-			fmt.Fprintf(w, `{"error":{"code":%d,"message":"refused by the test proxy"}}`, code)
-			return
+	p := testenv.StartGCS(t, bucket).Proxy(t)
+	p.Answer(func(r *http.Request) int {
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/upload/") {
+			return int(refuse.Load())
 		}
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(proxy.Close)
-	client, err := testenv.GCSClient(context.Background(), proxy.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+		return 0
+	})
+	client := p.Client
 	s, err := gcs.New(context.Background(), client, gcs.Options{Bucket: bucket, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -4,11 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -31,23 +27,14 @@ import (
 func TestWorkerGCSStore(t *testing.T) {
 	const bucket = "worker-blobs"
 	fake := testenv.StartGCS(t, bucket)
-	target, err := url.Parse(fake.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var refuse atomic.Int64
-	rp := httputil.NewSingleHostReverseProxy(target)
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if code := int(refuse.Load()); code != 0 && r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/upload/") {
-			io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(code)
-			fmt.Fprintf(w, `{"error":{"code":%d,"message":"refused by the test proxy"}}`, code)
-			return
+	proxy := fake.Proxy(t)
+	proxy.Answer(func(r *http.Request) int {
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/upload/") {
+			return int(refuse.Load())
 		}
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(proxy.Close)
+		return 0
+	})
 	origin := testenv.StartOrigin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "Text/HTML; charset=utf-8")
 		fmt.Fprintf(w, "<p>%s</p>", r.URL.Path) // distinct bytes per command

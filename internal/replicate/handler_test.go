@@ -349,12 +349,12 @@ func TestRefusals(t *testing.T) {
 			// happens before any credential is used.
 			p := newProxy(t)
 			var requests atomic.Int32
-			p.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+			p.Hook(func(w http.ResponseWriter, r *http.Request) bool {
 				requests.Add(1)
 				answer(w, r, http.StatusTeapot)
 				return true
 			})
-			opts := replicate.Options{Source: src, Aliases: aliases, GCS: p.client}
+			opts := replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}
 			if tc.opts != nil {
 				tc.opts(&opts)
 			}
@@ -499,7 +499,7 @@ func TestProviderStatuses(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
 			p := newProxy(t)
-			p.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+			p.Hook(func(w http.ResponseWriter, r *http.Request) bool {
 				if isUpload(r) {
 					answer(w, r, tc.status)
 					return true
@@ -508,7 +508,7 @@ func TestProviderStatuses(t *testing.T) {
 			})
 			aliases, b := primary(t)
 			cmd := command(blob.URI)
-			out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.client}).Handle(context.Background(), cmd)
+			out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}).Handle(context.Background(), cmd)
 			if tc.want.Kind == replicate.Permanent {
 				wantRefused(t, out, cmd, tc.want.Reason, fmt.Sprintf("(%d)", tc.status))
 			} else {
@@ -579,7 +579,7 @@ func TestSettlingAPreconditionFailure(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newProxy(t)
-			p.setHook(tc.hook)
+			p.Hook(tc.hook)
 			aliases, b := primary(t)
 			cmd := command(blob.URI)
 			if tc.existing {
@@ -588,7 +588,7 @@ func TestSettlingAPreconditionFailure(t *testing.T) {
 					Content:     data,
 				})
 			}
-			out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.client}).Handle(context.Background(), cmd)
+			out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}).Handle(context.Background(), cmd)
 			tc.check(t, out, cmd)
 		})
 	}
@@ -599,7 +599,7 @@ func TestAFailureWithoutAStatusIsTransient(t *testing.T) {
 	src := newLocal(t)
 	blob := store(t, src, sinktest.Bytes(1, 256<<10))
 	p := newProxy(t)
-	p.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+	p.Hook(func(w http.ResponseWriter, r *http.Request) bool {
 		if !isUpload(r) {
 			return false
 		}
@@ -611,7 +611,7 @@ func TestAFailureWithoutAStatusIsTransient(t *testing.T) {
 		return true
 	})
 	aliases, b := primary(t)
-	out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.client}).Handle(context.Background(), command(blob.URI))
+	out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}).Handle(context.Background(), command(blob.URI))
 	wantTransient(t, out, "write of")
 	if got := objects(t, destBucket, b.Prefix); len(got) != 0 {
 		t.Errorf("objects %v after a broken upload", got)
@@ -622,7 +622,7 @@ func TestWriteTimeout(t *testing.T) {
 	src := newLocal(t)
 	blob := store(t, src, []byte("a write that hangs"))
 	p := newProxy(t)
-	p.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+	p.Hook(func(w http.ResponseWriter, r *http.Request) bool {
 		if !isUpload(r) {
 			return false
 		}
@@ -632,7 +632,7 @@ func TestWriteTimeout(t *testing.T) {
 		return true
 	})
 	aliases, _ := primary(t)
-	h := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.client, WriteTimeout: 200 * time.Millisecond})
+	h := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client, WriteTimeout: 200 * time.Millisecond})
 	out := h.Handle(context.Background(), command(blob.URI))
 	wantTransient(t, out, "timed out after 200ms")
 }
@@ -642,7 +642,7 @@ func TestCancelledWhileWriting(t *testing.T) {
 	blob := store(t, src, []byte("a write cut short by shutdown"))
 	p := newProxy(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	p.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+	p.Hook(func(w http.ResponseWriter, r *http.Request) bool {
 		if !isUpload(r) {
 			return false
 		}
@@ -652,7 +652,7 @@ func TestCancelledWhileWriting(t *testing.T) {
 		return true
 	})
 	aliases, _ := primary(t)
-	out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.client}).Handle(ctx, command(blob.URI))
+	out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}).Handle(ctx, command(blob.URI))
 	wantTransient(t, out, "abandoned")
 }
 
@@ -664,8 +664,8 @@ func TestErrorsDoNotCarryAQuery(t *testing.T) {
 	aliases, _ := primary(t)
 	// Nothing listens on the port of a closed server: a dial error.
 	p := newProxy(t)
-	p.srv.Close()
-	out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.client}).Handle(context.Background(), command(blob.URI))
+	p.Close()
+	out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}).Handle(context.Background(), command(blob.URI))
 	wantTransient(t, out, "write of")
 	if strings.Contains(out.Err.Error(), "?") || strings.Contains(out.Err.Error(), "ifGenerationMatch") {
 		t.Errorf("error %q carries the request's query", out.Err)

@@ -7,17 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"cloud.google.com/go/storage"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
 	"github.com/replicator-go/replicator/envelope"
@@ -177,45 +172,10 @@ func object(t testing.TB, bucket, name string) fakestorage.Object {
 	return o
 }
 
-// proxy stands between a client and the fake, so a test can answer a
-// request with the status the fake cannot produce, over a real socket.
-type proxy struct {
-	srv    *httptest.Server
-	client *storage.Client
-
-	mu   sync.Mutex
-	hook func(w http.ResponseWriter, r *http.Request) bool
-}
-
-func newProxy(t *testing.T) *proxy {
-	t.Helper()
-	target, _ := url.Parse(fake.URL)
-	rp := httputil.NewSingleHostReverseProxy(target)
-	p := &proxy{}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.mu.Lock()
-		hook := p.hook
-		p.mu.Unlock()
-		if hook != nil && hook(w, r) {
-			return
-		}
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(p.srv.Close)
-	c, err := testenv.GCSClient(context.Background(), p.srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	p.client = c
-	return p
-}
-
-func (p *proxy) setHook(h func(w http.ResponseWriter, r *http.Request) bool) {
-	p.mu.Lock()
-	p.hook = h
-	p.mu.Unlock()
-}
+// newProxy puts a GCSProxy between a client and the fake, so a test can
+// answer a request with the status the fake cannot produce, over a real
+// socket.
+func newProxy(t *testing.T) *testenv.GCSProxy { return fake.Proxy(t) }
 
 // answer writes a service error of the given status, as GCS shapes one.
 func answer(w http.ResponseWriter, r *http.Request, code int) {

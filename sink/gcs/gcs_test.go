@@ -8,12 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,68 +74,9 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// proxy stands between the client and the fake, so tests can see requests
-// and inject the service's failures. hook may answer a request itself by
-// returning a status other than 0.
-type proxy struct {
-	srv    *httptest.Server
-	client *storage.Client
-
-	mu   sync.Mutex
-	hook func(r *http.Request) int
-	seen []string // "METHOD path?uploadType"
-}
-
-func newProxy(t *testing.T) *proxy {
-	t.Helper()
-	target, _ := url.Parse(fake.URL)
-	rp := httputil.NewSingleHostReverseProxy(target)
-	p := &proxy{}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.mu.Lock()
-		p.seen = append(p.seen, r.Method+" "+r.URL.Path+"?"+r.URL.Query().Get("uploadType"))
-		hook := p.hook
-		p.mu.Unlock()
-		if hook != nil {
-			if code := hook(r); code != 0 {
-				io.Copy(io.Discard, r.Body)
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(code)
-				fmt.Fprintf(w, `{"error":{"code":%d,"message":"injected by the test proxy"}}`, code)
-				return
-			}
-		}
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(p.srv.Close)
-	c, err := testenv.GCSClient(context.Background(), p.srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	p.client = c
-	return p
-}
-
-func (p *proxy) setHook(h func(r *http.Request) int) {
-	p.mu.Lock()
-	p.hook = h
-	p.seen = nil
-	p.mu.Unlock()
-}
-
-// count returns how many requests seen start with prefix.
-func (p *proxy) count(prefix string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, s := range p.seen {
-		if strings.HasPrefix(s, prefix) {
-			n++
-		}
-	}
-	return n
-}
+// newProxy puts a GCSProxy between a client and the fake, so tests can see
+// requests and inject the service's failures.
+func newProxy(t *testing.T) *testenv.GCSProxy { return fake.Proxy(t) }
 
 func isUpload(r *http.Request) bool {
 	return r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/upload/")
@@ -200,12 +138,12 @@ func TestPreflight(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var query url.Values
-			p.setHook(func(r *http.Request) int {
+			p.Answer(func(r *http.Request) int {
 				query = r.URL.Query()
 				return tc.inject
 			})
-			_, err := New(context.Background(), p.client, Options{Bucket: tc.bucket})
-			if got := p.count("GET /storage/v1/b/"); got != 1 {
+			_, err := New(context.Background(), p.Client, Options{Bucket: tc.bucket})
+			if got := p.Count("GET /storage/v1/b/"); got != 1 {
 				t.Errorf("preflight made %d requests, want one listing", got)
 			}
 			if query.Get("maxResults") != "1" || query.Get("prefix") != "blobs/" {
@@ -287,7 +225,7 @@ func TestReReferenceRestampsCustomTime(t *testing.T) {
 
 func TestObjectVanishesBeforeRestamp(t *testing.T) {
 	p := newProxy(t)
-	s := newSink(t, p.client, Options{})
+	s := newSink(t, p.Client, Options{})
 	ctx := context.Background()
 	data := []byte("reaped by lifecycle")
 	b, err := s.Put(ctx, bytes.NewReader(data), 0)
@@ -295,7 +233,7 @@ func TestObjectVanishesBeforeRestamp(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The lifecycle rule deletes the object just as the re-stamp arrives.
-	p.setHook(func(r *http.Request) int {
+	p.Answer(func(r *http.Request) int {
 		if r.Method == http.MethodPatch {
 			fake.Server.Backend().DeleteObject(bucket, s.Object(b.Fingerprint))
 		}
@@ -308,7 +246,7 @@ func TestObjectVanishesBeforeRestamp(t *testing.T) {
 	if !again.Created {
 		t.Errorf("Created = false, want the vanished blob created again")
 	}
-	if got := p.count("POST /upload/"); got != 2 {
+	if got := p.Count("POST /upload/"); got != 2 {
 		t.Errorf("%d uploads, want 2 (412, then a fresh create)", got)
 	}
 	rc, err := s.Open(ctx, b.Fingerprint)
@@ -342,9 +280,9 @@ func TestUploadFailures(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spool := t.TempDir()
-			s := newSink(t, p.client, Options{TempDir: spool})
+			s := newSink(t, p.Client, Options{TempDir: spool})
 			var n atomic.Int64
-			p.setHook(func(r *http.Request) int {
+			p.Answer(func(r *http.Request) int {
 				if !isUpload(r) {
 					return 0
 				}
@@ -361,7 +299,7 @@ func TestUploadFailures(t *testing.T) {
 			if errors.Is(err, sink.ErrPermanent) != tc.wantPermanent {
 				t.Errorf("Put error = %v; wraps sink.ErrPermanent: %v, want %v", err, errors.Is(err, sink.ErrPermanent), tc.wantPermanent)
 			}
-			if got := p.count("POST /upload/"); got != tc.wantUploads {
+			if got := p.Count("POST /upload/"); got != tc.wantUploads {
 				t.Errorf("%d uploads, want %d", got, tc.wantUploads)
 			}
 			_, gerr := fake.Server.GetObject(bucket, s.Object(sinktest.Fingerprint(data)))
@@ -427,14 +365,14 @@ func TestContentTypeIsTheMediaType(t *testing.T) {
 // good; a 503 there is retried until it passes.
 func TestRestampRefusedForGood(t *testing.T) {
 	p := newProxy(t)
-	s := newSink(t, p.client, Options{})
+	s := newSink(t, p.Client, Options{})
 	data := sinktest.Bytes(21, 5000)
 	if _, err := s.Put(context.Background(), bytes.NewReader(data), 0); err != nil {
 		t.Fatal(err)
 	}
 	isPatch := func(r *http.Request) bool { return r.Method == http.MethodPatch }
 	var patches atomic.Int64
-	p.setHook(func(r *http.Request) int {
+	p.Answer(func(r *http.Request) int {
 		if isPatch(r) && patches.Add(1) == 1 {
 			return http.StatusServiceUnavailable
 		}
@@ -443,7 +381,7 @@ func TestRestampRefusedForGood(t *testing.T) {
 	if _, err := s.Put(context.Background(), bytes.NewReader(data), 0); err != nil {
 		t.Fatalf("re-reference through one 503: %v", err)
 	}
-	p.setHook(func(r *http.Request) int {
+	p.Answer(func(r *http.Request) int {
 		if isPatch(r) {
 			return http.StatusForbidden
 		}
@@ -457,10 +395,10 @@ func TestRestampRefusedForGood(t *testing.T) {
 
 func TestUploadTimeout(t *testing.T) {
 	p := newProxy(t)
-	s := newSink(t, p.client, Options{Timeout: 300 * time.Millisecond})
+	s := newSink(t, p.Client, Options{Timeout: 300 * time.Millisecond})
 	released := make(chan struct{})
 	t.Cleanup(func() { close(released) }) // runs before the proxy closes
-	p.setHook(func(r *http.Request) int {
+	p.Answer(func(r *http.Request) int {
 		if isUpload(r) {
 			// A stalled service: takes the body and never answers.
 			io.Copy(io.Discard, r.Body)
@@ -489,8 +427,8 @@ func TestCorruptedUploadIsRejected(t *testing.T) {
 	// Bytes changed on the way fail the CRC32C the spool computed, and the
 	// service stores nothing.
 	p := newProxy(t)
-	s := newSink(t, p.client, Options{})
-	p.setHook(func(r *http.Request) int {
+	s := newSink(t, p.Client, Options{})
+	p.Answer(func(r *http.Request) int {
 		if isUpload(r) {
 			body, _ := io.ReadAll(r.Body)
 			body[len(body)-1000] ^= 0xff // inside the content part
@@ -511,9 +449,9 @@ func TestCorruptedUploadIsRejected(t *testing.T) {
 func TestSpoolIsNeverLeftBehind(t *testing.T) {
 	p := newProxy(t)
 	spool := t.TempDir()
-	s := newSink(t, p.client, Options{TempDir: spool})
+	s := newSink(t, p.Client, Options{TempDir: spool})
 	var during []os.DirEntry
-	p.setHook(func(r *http.Request) int {
+	p.Answer(func(r *http.Request) int {
 		if isUpload(r) {
 			during, _ = os.ReadDir(spool)
 		}

@@ -8,9 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -80,22 +77,14 @@ func newEnv(t *testing.T) *lenv {
 	}
 	// A real proxy in front of the fake, so a test can make the provider
 	// answer an upload with a status the fake never sends.
-	target, _ := url.Parse(e.gcs.URL)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if code := int(e.upload.Load()); code != 0 && strings.HasPrefix(r.URL.Path, "/upload/") {
-			io.Copy(io.Discard, r.Body)
-			http.Error(w, `{"error":{"code":`+fmt.Sprint(code)+`,"message":"refused by the test"}}`, code)
-			return
+	proxy := e.gcs.Proxy(t)
+	proxy.Answer(func(r *http.Request) int {
+		if strings.HasPrefix(r.URL.Path, "/upload/") {
+			return int(e.upload.Load())
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	e.gcsCli, err = testenv.GCSClient(context.Background(), front.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.gcsCli.Close() })
+		return 0
+	})
+	e.gcsCli = proxy.Client
 	return e
 }
 
