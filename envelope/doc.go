@@ -28,11 +28,11 @@
 //	occurred_at     the model's occurred_at, encoded as below
 //	content_type    application/json
 //
-// The payload is compact JSON in the shape the Python co-core library writes
-// (pydantic v2 model_dump_json): no spaces, members in the model's order,
-// optional fields present as null (never omitted), integral floats as 30.0,
-// only '"', '\' and control characters escaped in strings. Headers and
-// object_options, Go maps, are written sorted by name.
+// The payload is compact JSON in the one shape every producer on these
+// streams writes (docs/streams.md, Frames): no spaces, members in the
+// model's order, optional fields present as null (never omitted), integral
+// floats as 30.0, only '"', '\' and control characters escaped in
+// strings. Headers and object_options, Go maps, are written sorted by name.
 //
 // # Keys
 //
@@ -77,12 +77,12 @@
 // null. Its values decode as string, bool, nil, json.Number (numbers keep
 // their spelling), []any and map[string]any.
 //
-// Python writes a non-finite float as a bare NaN, Infinity or -Infinity
-// token. In content_fetch's timeout_seconds such a token decodes to the
-// matching float64, so the request guard can refuse the command with a fact
-// (invalid_request_options) instead of it being dead-lettered as malformed;
-// anywhere else the token is malformed JSON. ToWire refuses to write
-// non-finite numbers.
+// Some producers write a non-finite float as a bare NaN, Infinity or
+// -Infinity token. In content_fetch's timeout_seconds such a token decodes
+// to the matching float64, so the request guard can refuse the command with
+// a fact (invalid_request_options) instead of it being dead-lettered as
+// malformed; anywhere else the token is malformed JSON. ToWire refuses to
+// write non-finite numbers.
 //
 // Errors name fields, never header values.
 //

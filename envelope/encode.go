@@ -22,8 +22,8 @@ const (
 // event_type, schema_version, occurred_at and content_type (see the package
 // documentation for each). The payload is compact JSON with the model's
 // fields in their documented order, optional fields written as null when nil,
-// and headers and object_options members sorted by name: the shape the
-// Python co-core writes.
+// and headers and object_options members sorted by name: the frame shape of
+// docs/streams.md, Frames.
 //
 // A SchemaVersion of 0 is written as SchemaVersion; any other value is
 // written as is. ToWire returns an error wrapping ErrUnencodable for a nil

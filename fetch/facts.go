@@ -16,7 +16,7 @@ import (
 const DefaultMediaType = "application/octet-stream"
 
 // MaxPassthroughLength bounds a response header value copied onto a fact,
-// in characters (as the reference's len counts them, not bytes). A longer
+// in characters (code points), not bytes. A longer
 // value is dropped, never truncated: a truncated ETag is a validator that
 // can never match.
 const MaxPassthroughLength = 1024
@@ -48,12 +48,14 @@ func mediaType(text string) string {
 // than MaxPassthroughLength characters. It is the whole rule for
 // content_type_raw.
 //
-// It reads the value as the reference (httpx) does: as UTF-8 when the bytes
-// are valid UTF-8, otherwise as ISO-8859-1, each byte one character, so the
-// result is always valid UTF-8 and "caf\xe9" becomes "café". White space is
-// what Python's str.strip removes. (httpx decides the encoding once per
-// response; blob_available is built that way.)
+// The value is read as UTF-8 when its bytes are valid UTF-8, otherwise as
+// ISO-8859-1, each byte one character, so the result is always valid UTF-8
+// and "caf\xe9" becomes "café"; white space is Unicode's and \x1c-\x1f
+// (docs/streams.md, blob_available).
 func Passthrough(value string) *string {
+	// As the Python worker's httpx reads header values, and its str.strip
+	// trims them; httpx decides the encoding once per response, and
+	// blob_available is built that way.
 	return passthrough(headerText(value, !utf8.ValidString(value)))
 }
 

@@ -154,12 +154,12 @@ const refusedPrefix = "proxy-"
 //     that, trimmed, has a byte outside \x20-\x7e (CR, LF, NUL, interior HTAB,
 //     obs-text);
 //  3. then the total size, len(name)+len(value)+4 per header, over
-//     MaxHeaderBytes. The value is counted after trimming, as the reference
-//     does: it is what goes on the wire.
+//     MaxHeaderBytes. The value is counted after trimming: it is what goes
+//     on the wire.
 //
-// Trimming removes what Python's str.strip removes, so a command the
-// reference accepted is accepted here: Unicode white space (SP, HTAB, LF,
-// VT, FF, CR, U+0085, U+00A0, …) and \x1c-\x1f. Only ASCII letters are
+// Trimming removes Unicode white space (SP, HTAB, LF, VT, FF, CR, U+0085,
+// U+00A0, …) and \x1c-\x1f, so every command the Python worker accepts is
+// accepted here (docs/security.md, Request options). Only ASCII letters are
 // lower-cased, so a name like "\u212aey" (KELVIN SIGN) is refused rather
 // than folded into "key".
 //

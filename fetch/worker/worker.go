@@ -12,8 +12,8 @@ import (
 	"github.com/replicator-go/replicator/internal/consume"
 )
 
-// Defaults for Options fields left zero: the reference's settings (the
-// README's Configuration) and the project's own additions.
+// Defaults for Options fields left zero: those of the REPLICATOR_* settings
+// (the README's Configuration).
 const (
 	DefaultStream                 = "content.fetch"
 	DefaultGroup                  = "replicator.fetch"

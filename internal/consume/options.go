@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// Defaults for Options fields left zero: the reference's settings
-// (REPLICATOR_READ_BLOCK_MS, REPLICATOR_CLAIM_MIN_IDLE_MS, … in the README's
-// Configuration).
+// Defaults for Options fields left zero: the defaults of the REPLICATOR_*
+// settings (REPLICATOR_READ_BLOCK_MS, REPLICATOR_CLAIM_MIN_IDLE_MS, … in the
+// README's Configuration).
 const (
 	DefaultStartID                = "$"
 	DefaultReadBlock              = 5 * time.Second
