@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/replicator-go/replicator/internal/quote"
 )
 
 // FromWire decodes a stream entry's fields into one of the seven models,
@@ -143,11 +145,8 @@ func malformed(detail string) error {
 // quoteShort quotes a producer-supplied token for an error, bounded so a
 // hostile frame cannot flood a log line.
 func quoteShort(s string) string {
-	const limit = 64
-	if len(s) > limit {
-		return strconv.Quote(s[:limit]) + "..."
-	}
-	return strconv.Quote(s)
+	q, _ := quote.Bounded(s, 64)
+	return q
 }
 
 // readVersion reads the payload's schema_version, falling back to the

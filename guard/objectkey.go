@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/replicator-go/replicator/internal/quote"
 )
 
 // ErrInvalidDestination is wrapped by every refusal of a replicate
@@ -168,14 +170,8 @@ func disallowed(seg string) string {
 }
 
 func quoteBounded(s string) string {
-	if len(s) <= maxShown {
-		return strconv.Quote(s)
-	}
-	cut := maxShown
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return strconv.Quote(s[:cut]) + "..."
+	q, _ := quote.Bounded(s, maxShown)
+	return q
 }
 
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }

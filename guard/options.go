@@ -8,9 +8,10 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/replicator-go/replicator/internal/quote"
 )
 
 // Limits on a command's request options (docs/security.md, Request options). They are constants rather
@@ -107,14 +108,11 @@ func (e *OptionsError) Error() string {
 func (e *OptionsError) Unwrap() error { return ErrInvalidOptions }
 
 func quoteName(name string) string {
-	if len(name) <= maxNameInMessage {
-		return strconv.Quote(name)
+	q, cut := quote.Bounded(name, maxNameInMessage)
+	if cut {
+		q += " (" + strconv.Itoa(len(name)) + " bytes)"
 	}
-	cut := maxNameInMessage
-	for cut > 0 && !utf8.RuneStart(name[cut]) {
-		cut--
-	}
-	return strconv.Quote(name[:cut]) + "… (" + strconv.Itoa(len(name)) + " bytes)"
+	return q
 }
 
 // refusedNames are never sent on an issuer's behalf. The hop-by-hop set

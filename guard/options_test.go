@@ -403,7 +403,7 @@ func TestOptionsErrorMessages(t *testing.T) {
 		{name: "empty name", headers: map[string]string{"": secret},
 			want: `guard: invalid request options: header "": name is not an RFC 9110 token`},
 		{name: "long name truncated", headers: map[string]string{long + " ": secret},
-			want: `guard: invalid request options: header "` + long[:64] + `"… (101 bytes): name is not an RFC 9110 token`},
+			want: `guard: invalid request options: header "` + long[:64] + `"... (101 bytes): name is not an RFC 9110 token`},
 		{name: "value", headers: map[string]string{"X-Token": secret + "\nX-Injected: 1"},
 			want: `guard: invalid request options: header "X-Token": value has a byte outside printable US-ASCII (\x20-\x7e)`},
 		{name: "collision", headers: map[string]string{"X-A": secret, "x-a": secret},

@@ -1,9 +1,9 @@
 package replicate
 
 import (
-	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/replicator-go/replicator/internal/quote"
 
 	"github.com/replicator-go/replicator/envelope"
 )
@@ -45,13 +45,6 @@ func FailedFact(cmd *envelope.ContentReplicate, reason envelope.ReplicateReason,
 // quoteBounded quotes a command's value for a detail, cut to a length a log
 // line and a fact can carry.
 func quoteBounded(s string) string {
-	const limit = 120
-	if len(s) <= limit {
-		return strconv.Quote(s)
-	}
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return strconv.Quote(s[:cut]) + "..."
+	q, _ := quote.Bounded(s, 120)
+	return q
 }
