@@ -1,7 +1,7 @@
 // Package envelope is the wire codec: it turns the payload models of both
 // capabilities into the fields of a Redis stream entry and back. It is pure
-// (standard library only, no I/O), so issuers can embed it cheaply; every
-// function is safe for concurrent use.
+// (the standard library and the project's bounded quoting, no I/O), so
+// issuers can embed it cheaply; every function is safe for concurrent use.
 //
 // # Models
 //
