@@ -158,9 +158,15 @@ func resolveLinks(raw []rawLink, page *url.URL, baseHref string, haveBase bool) 
 		if checkTarget(u) != nil {
 			continue
 		}
+		// Resolving is looser than parsing: "//::0" resolves to a URL whose
+		// text does not parse again, and a link is handed on as text.
+		text := u.String()
+		if _, err := url.Parse(text); err != nil {
+			continue
+		}
 		if k := linkKey(u); !seen[k] {
 			seen[k] = true
-			links = append(links, FeedLink{URL: u.String(), Type: l.mediaType, Kind: l.kind, Title: l.title})
+			links = append(links, FeedLink{URL: text, Type: l.mediaType, Kind: l.kind, Title: l.title})
 			if len(links) == MaxFeedLinks {
 				break
 			}
