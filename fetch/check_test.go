@@ -258,6 +258,9 @@ func TestCheckURL(t *testing.T) {
 		if !errors.Is(err, fetch.ErrDeadline) || errors.Is(err, fetch.ErrURLRefused) {
 			t.Fatalf("err = %v, want fetch.ErrDeadline and no refusal", err)
 		}
+		if !strings.Contains(err.Error(), fetch.ErrDeadline.Error()+" (100ms)") {
+			t.Errorf("err = %v, want it to name the bound in force", err)
+		}
 		if calls.Load() != 2 || len(sleeps.got()) != 1 || h.origin.Count() != 0 {
 			t.Errorf("hook calls %d, waits %d, requests %d; want 2, 1, 0", calls.Load(), len(sleeps.got()), h.origin.Count())
 		}

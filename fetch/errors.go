@@ -52,6 +52,17 @@ var (
 	ErrStore = errors.New("fetch: storing the body failed")
 )
 
+// deadlineCause is the cause a fetch's context ends with when its
+// whole-fetch bound runs out: ErrDeadline, naming the bound in force. Every
+// fetch makes one, so the text is formatted only when it is read.
+type deadlineCause time.Duration
+
+func (d deadlineCause) Error() string {
+	return ErrDeadline.Error() + " (" + time.Duration(d).String() + ")"
+}
+
+func (d deadlineCause) Unwrap() error { return ErrDeadline }
+
 // StatusError is returned for a final response that is neither 2xx nor 304.
 type StatusError struct {
 	// StatusCode is the final response's status.

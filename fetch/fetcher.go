@@ -235,7 +235,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 		maxFetch = req.MaxFetchTime
 	}
 	// The cause names the bound in force, so the error says which one ran out.
-	fetchCtx, cancel := context.WithTimeoutCause(ctx, maxFetch, fmt.Errorf("%w (%s)", ErrDeadline, maxFetch))
+	fetchCtx, cancel := context.WithTimeoutCause(ctx, maxFetch, deadlineCause(maxFetch))
 	defer cancel()
 
 	res := &Result{}
