@@ -22,6 +22,13 @@ type run[C, R any] struct {
 	writeCtx      context.Context
 	wg            sync.WaitGroup // handler goroutines
 
+	// idle hands a command to a handler goroutine that has finished its
+	// last one and waits for another; stopped ends the waiting ones. A
+	// goroutine kept this way keeps the stack it grew, which one started
+	// per command would grow again each time.
+	idle    chan *Held[C]
+	stopped chan struct{}
+
 	// Only the loop's goroutine touches these.
 	claimCursor string
 	nextReclaim time.Time
@@ -50,6 +57,8 @@ func newRun[C, R any](l *Loop[C, R], base context.Context) *run[C, R] {
 		writeCtx:    base,
 		claimCursor: "0-0",
 		capacity:    make(chan struct{}, 1),
+		idle:        make(chan *Held[C]),
+		stopped:     make(chan struct{}),
 		held:        make(map[string]*Held[C]),
 		byCommand:   make(map[string]*Held[C]),
 	}
@@ -131,8 +140,12 @@ func (r *run[C, R]) startLocked(now time.Time) {
 	}
 	for _, h := range r.l.sched.Start(now) {
 		h.state = active
-		r.wg.Add(1)
-		go r.handle(h)
+		select {
+		case r.idle <- h:
+		default:
+			r.wg.Add(1)
+			go r.handler(h)
+		}
 	}
 	at := r.l.sched.Wake()
 	if at.IsZero() || (!r.timerAt.IsZero() && !r.timerAt.After(at)) {
@@ -154,9 +167,23 @@ func (r *run[C, R]) wake() {
 	r.startLocked(r.l.clock.now())
 }
 
+// handler is a handler goroutine: it handles h, then each command handed
+// to it while it waits, until the run stops. There are never more than
+// the commands handled at once at the busiest moment, at most MaxHeld.
+func (r *run[C, R]) handler(h *Held[C]) {
+	defer r.wg.Done()
+	for {
+		r.handle(h)
+		select {
+		case h = <-r.idle:
+		case <-r.stopped:
+			return
+		}
+	}
+}
+
 // handle runs one command through the Capability and gives it its fate.
 func (r *run[C, R]) handle(h *Held[C]) {
-	defer r.wg.Done()
 	l := r.l
 	l.o.Metrics.handling(1)
 	res, fate := r.safeHandle(h)
@@ -292,6 +319,7 @@ func (r *run[C, R]) beginStop() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stopping = true
+	close(r.stopped)
 	if r.timer != nil {
 		r.timer.Stop()
 		r.timerAt = time.Time{}
