@@ -49,7 +49,8 @@ func modes() []mode {
 		{"throughput", "commands/s of the serial worker (REPLICATOR_CONCURRENCY=1, REPLICATOR_MAX_HELD=1),\n" +
 			"the worker at its default concurrency, 3 workers, and a bare loop (read, GET, ack)\n" +
 			"as the ceiling, in one run; -commands (20000) over -hosts (1000), -body-size (1024),\n" +
-			"spacing 0; ratios default/serial and default/bare", runThroughput},
+			"spacing 0; ratios default/serial and default/bare, and CPU per command (bar: the\n" +
+			"default worker ≤ 100µs)", runThroughput},
 		{"latency-bound", "an origin answering every request -delay (500ms) after it arrived, -hosts (1000),\n" +
 			"spacing 0: the worker and the bare loop at each REPLICATOR_CONCURRENCY of -sweep\n" +
 			"(16,256,1024; the bare loop with as many GETs in flight), enough commands for -steady\n" +

@@ -69,3 +69,19 @@ func TestWrongOutcome(t *testing.T) {
 		})
 	}
 }
+
+func TestCPUPerCommand(t *testing.T) {
+	tests := []struct {
+		r    tpResult
+		want time.Duration
+	}{
+		{r: tpResult{commands: 20000, cpuWorker: 4.43}, want: 221500 * time.Nanosecond},
+		{r: tpResult{commands: 1, cpuWorker: 0.0001}, want: 100 * time.Microsecond},
+		{r: tpResult{commands: 0, cpuWorker: 1}, want: 0},
+	}
+	for _, tt := range tests {
+		if got := tt.r.cpuPerCommand(); got != tt.want {
+			t.Errorf("%d commands, %.4f s: CPU per command %v, want %v", tt.r.commands, tt.r.cpuWorker, got, tt.want)
+		}
+	}
+}

@@ -43,6 +43,17 @@ type tpResult struct {
 	cpuWorker, cpuRedis, cpuBench float64
 }
 
+// cpuPerCommand is the measured process(es)' CPU time per command.
+func (r tpResult) cpuPerCommand() time.Duration {
+	if r.commands == 0 {
+		return 0
+	}
+	return time.Duration(r.cpuWorker / float64(r.commands) * float64(time.Second))
+}
+
+// maxCPUPerCommand is the bar on the default worker's CPU per command.
+const maxCPUPerCommand = 100 * time.Microsecond
+
 func (b *bench) throughputVariants() []string {
 	if b.o.only == "" {
 		return throughputVariants
@@ -92,10 +103,11 @@ func runThroughput(ctx context.Context, b *bench) error {
 		fmt.Fprintf(b.out, "medians of %d runs:\n", b.o.runs)
 		for _, v := range variants {
 			rs := all[v]
-			fmt.Fprintf(b.out, "  %-8s %8.0f commands/s  p50 %s  peak RSS %s\n", v,
+			fmt.Fprintf(b.out, "  %-8s %8.0f commands/s  p50 %s  peak RSS %s  CPU/cmd %s\n", v,
 				median(mapf(rs, func(r tpResult) float64 { return r.perSec })),
 				ms(time.Duration(median(mapf(rs, func(r tpResult) float64 { return float64(r.p50) })))),
-				mib(int64(median(mapf(rs, func(r tpResult) float64 { return float64(r.peakRSS) })))))
+				mib(int64(median(mapf(rs, func(r tpResult) float64 { return float64(r.peakRSS) })))),
+				us(time.Duration(median(mapf(rs, func(r tpResult) float64 { return float64(r.cpuPerCommand()) })))))
 		}
 	}
 	var misses []string
@@ -113,6 +125,19 @@ func runThroughput(ctx context.Context, b *bench) error {
 			misses = append(misses, fmt.Sprintf("default/bare %.2f < 0.60", m))
 		}
 	}
+	if rs := all["default"]; len(rs) > 0 {
+		cpu := mapf(rs, func(r tpResult) float64 { return float64(r.cpuPerCommand()) })
+		m := time.Duration(median(cpu))
+		runs := make([]string, len(cpu))
+		for i, c := range cpu {
+			runs[i] = us(time.Duration(c))
+		}
+		fmt.Fprintf(b.out, "bar: default worker CPU per command ≤ %s: median %s (runs %s) %s\n",
+			us(maxCPUPerCommand), us(m), strings.Join(runs, ", "), verdict(m <= maxCPUPerCommand))
+		if m > maxCPUPerCommand {
+			misses = append(misses, fmt.Sprintf("default CPU per command %s > %s", us(m), us(maxCPUPerCommand)))
+		}
+	}
 	if len(misses) > 0 {
 		return fmt.Errorf("bar missed: %s", strings.Join(misses, "; "))
 	}
@@ -128,9 +153,9 @@ func printTP(b *bench, r tpResult) {
 	if r.errors > 0 {
 		extra = fmt.Sprintf("  GET errors %d", r.errors)
 	}
-	fmt.Fprintf(b.out, "  %-8s %6d cmds %8.0f commands/s  wall %6.2fs  latency p50 %s p90 %s p99 %s  peak RSS %s  min gap/host %s  duplicates %d  re-fetches %d  connections %d  CPU s: measured %.2f redis %.2f bench %.2f%s\n",
+	fmt.Fprintf(b.out, "  %-8s %6d cmds %8.0f commands/s  wall %6.2fs  latency p50 %s p90 %s p99 %s  peak RSS %s  min gap/host %s  duplicates %d  re-fetches %d  connections %d  CPU s: measured %.2f redis %.2f bench %.2f  CPU/cmd %s%s\n",
 		r.variant, r.commands, r.perSec, r.wall.Seconds(), ms(r.p50), ms(r.p90), ms(r.p99), mib(r.peakRSS), gap, r.duplicates, r.refetches, r.conns,
-		r.cpuWorker, r.cpuRedis, r.cpuBench, extra)
+		r.cpuWorker, r.cpuRedis, r.cpuBench, us(r.cpuPerCommand()), extra)
 }
 
 // throughputOnce runs one variant over a freshly queued load.
