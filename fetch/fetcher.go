@@ -385,6 +385,13 @@ func (f *Fetcher) send(ctx context.Context, u *url.URL, header http.Header, time
 	if err != nil {
 		return nil, wd, err
 	}
+	if wd.fired() {
+		// net/http hands over a response that raced the request's
+		// cancellation; its context is gone, so its body would read
+		// partly or not at all. The operation timed out.
+		resp.Body.Close()
+		return nil, wd, context.Cause(reqCtx)
+	}
 	return resp, wd, nil
 }
 
