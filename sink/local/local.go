@@ -273,7 +273,7 @@ func (s *Sink) publish(tmp, fp string, now time.Time) (created bool, err error) 
 	final := s.Path(fp)
 	shard := shardIndex(fp)
 	if !s.knownShard(shard) {
-		if err := s.makeShard(filepath.Dir(final)); err != nil {
+		if err := ensureDir(filepath.Dir(final), !s.umaskKeeps); err != nil {
 			return false, err
 		}
 		s.markShard(shard, true)
@@ -439,26 +439,6 @@ func (s *Sink) markShard(i int, exists bool) {
 	} else {
 		s.made[i/64].And(^uint64(1 << (i % 64)))
 	}
-}
-
-// makeShard makes sure a leaf shard exists: one mkdir when its parent does
-// (a level that exists already is taken as the directory it should be: the
-// rename that follows would fail on anything else), the whole chain when
-// not.
-func (s *Sink) makeShard(dir string) error {
-	err := os.Mkdir(dir, dirMode)
-	switch {
-	case err == nil:
-		if !s.umaskKeeps {
-			if err := os.Chmod(dir, dirMode); err != nil {
-				return fmt.Errorf("local: %w", err)
-			}
-		}
-		return nil
-	case errors.Is(err, fs.ErrExist):
-		return nil
-	}
-	return ensureDir(dir, !s.umaskKeeps)
 }
 
 // level is one directory that others cannot traverse.
