@@ -164,6 +164,35 @@ func TestWorkerTrimmedWhilePending(t *testing.T) {
 				}
 			})
 
+			// The Retry fate gives the delivery back with an XCLAIM, which
+			// would drop an entry trimmed meanwhile from the pending list
+			// without a word; it must be left for the reclaim to report.
+			t.Run("trimmed in flight, then a transient failure", func(t *testing.T) {
+				asked, answer := make(chan struct{}), make(chan struct{})
+				var once atomic.Bool
+				e := newEnv(t, b.client, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if once.CompareAndSwap(false, true) {
+						close(asked)
+						<-answer
+					}
+					w.WriteHeader(http.StatusServiceUnavailable)
+				}))
+				e.start(stackOptions{}, e.workerOptions())
+				id := e.addModel(e.command("c-trim", e.url("w.test", "/busy")))
+				<-asked
+				if err := e.do(e.client.B().Xdel().Key(e.stream).Id(id).Build()).Error(); err != nil {
+					t.Fatal(err)
+				}
+				close(answer)
+				e.waitSettled(10 * time.Second)
+				eventually(t, 5*time.Second, "a WARN line about the trimmed entry", func() bool {
+					return strings.Contains(e.logs.String(), "trimmed from the stream")
+				})
+				if f, dl := e.factsNow(), e.dlqNow(); len(f) != 0 || len(dl) != 0 {
+					t.Errorf("%d facts and %d dead letters, want none", len(f), len(dl))
+				}
+			})
+
 			t.Run("parked in memory", func(t *testing.T) {
 				e := newEnv(t, b.client, http.HandlerFunc(okBody))
 				so := stackOptions{floors: map[string]time.Duration{"paced.test": time.Minute}, maxWait: 50 * time.Millisecond}
