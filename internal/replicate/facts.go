@@ -3,9 +3,8 @@ package replicate
 import (
 	"time"
 
-	"github.com/replicator-go/replicator/internal/quote"
-
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/internal/quote"
 )
 
 // MaxDetailLength bounds a replication_failed detail, in bytes.
