@@ -100,6 +100,7 @@ type options struct {
 	commands    int
 	hosts       int
 	bodySize    int
+	sameBody    bool
 	samples     int
 	kills       int
 	concurrency int
@@ -138,6 +139,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.commands, "commands", 0, "commands per run (default per mode: throughput 20000, crash 10000, hostile 1000; latency-bound: per point, enough for -steady)")
 	fs.IntVar(&o.hosts, "hosts", 0, "hosts the commands are spread over (default per mode: throughput 1000, crash 100, latency-bound 1000)")
 	fs.IntVar(&o.bodySize, "body-size", 1024, "throughput, latency-bound: body `bytes` of each healthy response")
+	fs.BoolVar(&o.sameBody, "same-body", false, "throughput: every URL answers the same bytes, so every command stores one blob again (a page fetched again unchanged)")
 	fs.IntVar(&o.samples, "samples", 0, "latency: commands measured one at a time (default 200); fairness: probes (default 5)")
 	fs.IntVar(&o.kills, "kills", 10, "crash: kill -9 of a random worker, at least this many")
 	fs.IntVar(&o.concurrency, "concurrency", 0, "REPLICATOR_CONCURRENCY of the non-serial workers and GETs in flight in the bare loop (default the worker's, 16); latency-bound: a sweep of this one point unless -sweep")

@@ -317,13 +317,29 @@ func hostNames(prefix string, n int) []string {
 // (so every command stores distinct bytes), padded with a repeated
 // pattern.
 func fixedBody(size int) http.Handler {
-	pad := []byte(strings.Repeat("replicator-bench body padding. ", 1+size/31))
+	pad := padding(size)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		body := bodyFor(r.URL.Path, size, pad)
 		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
 		w.Write(body)
 	})
+}
+
+// sameBody serves one body of size bytes for every path.
+func sameBody(size int) http.Handler {
+	body := bodyFor("/", size, padding(size))
+	clen := fmt.Sprint(len(body))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Content-Length", clen)
+		w.Write(body)
+	})
+}
+
+// padding is at least size bytes of a repeated pattern.
+func padding(size int) []byte {
+	return []byte(strings.Repeat("replicator-bench body padding. ", 1+size/31))
 }
 
 // bodyFor is the body fixedBody serves for path.

@@ -71,8 +71,12 @@ func runThroughput(ctx context.Context, b *bench) error {
 	n := orInt(b.o.commands, 20000)
 	h := orInt(b.o.hosts, 1000)
 	conc := orInt(b.o.concurrency, worker.DefaultConcurrency)
-	fmt.Fprintf(b.out, "%d commands over %d hosts, %d-byte bodies, spacing %s, blobs on %s; concurrency %d (serial: 1, held 1)\n",
-		n, h, b.o.bodySize, b.o.interval, b.dir, conc)
+	bodies := "distinct"
+	if b.o.sameBody {
+		bodies = "identical"
+	}
+	fmt.Fprintf(b.out, "%d commands over %d hosts, %d-byte %s bodies, spacing %s, blobs on %s; concurrency %d (serial: 1, held 1)\n",
+		n, h, b.o.bodySize, bodies, b.o.interval, b.dir, conc)
 	fmt.Fprintf(b.out, "latency is publish to fact with the whole load queued first, so it includes queueing\n")
 	variants := b.throughputVariants()
 	all := map[string][]tpResult{}
@@ -165,7 +169,11 @@ func (b *bench) throughputOnce(ctx context.Context, variant string, run, n, h, c
 		return tpResult{}, err
 	}
 	defer cancel()
-	o, err := startOrigin(fixedBody(b.o.bodySize), b.o.interval > 0)
+	body := fixedBody(b.o.bodySize)
+	if b.o.sameBody {
+		body = sameBody(b.o.bodySize)
+	}
+	o, err := startOrigin(body, b.o.interval > 0)
 	if err != nil {
 		return tpResult{}, err
 	}

@@ -11,9 +11,17 @@
 // to its final name. A blob is therefore only ever seen complete; a failed,
 // cancelled or oversized Put removes its temp. If the final name already
 // exists the temp is dropped and the existing file's mtime is touched, which
-// restarts its retention clock (Created is false). A file keeps no media
-// type, so the sink implements only sink.Sink: sink.PutWith stores through
-// Put, and the type travels on the blob_available fact alone.
+// restarts its retention clock (Created is false).
+//
+// Put reads the first 16 KiB before it makes a temp. A body that ends
+// within them is hashed first, and if this Sink published that blob lately
+// and the file is still there, it is touched with no temp made. A touch
+// moves the mtime one second past the store's start and is skipped while
+// the mtime is past it, so a hot blob is touched about once a second.
+//
+// A file keeps no media type, so the sink implements only sink.Sink:
+// sink.PutWith stores through Put, and the type travels on the
+// blob_available fact alone.
 //
 // Files are made 0644 and directories the sink creates 0755 whatever the
 // umask, because another service reads the blobs by their URI. Directories

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -89,6 +90,11 @@ type Sink struct {
 	// process's sweep may remove a shard, and the rename's failure then
 	// says so.
 	made [1 << 16 / 64]atomic.Uint64
+	// recent holds, per slot (see recentSlot), the last blob published
+	// there, which a Put of the same small body touches with no temp. An
+	// entry is a hint like made: reuse checks the file is still there.
+	// Guarded by the shard locks.
+	recent [1 << 12]string
 
 	// One lock per top-level shard ("00".."ff"), held around publishing a
 	// blob and around the sweep's stat-and-unlink and rmdir in that shard.
@@ -179,12 +185,51 @@ func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, er
 
 // PutAt is Put with the time the store began given explicitly. ExpiresAt
 // is now+TTL, and the blob's mtime, which the sweep ages it by, is set to
-// now when it is created and moved forward to now when it is re-referenced,
-// so the announced expiry never outruns the sweep.
+// now when it is created and moved forward past now when it is
+// re-referenced, so the announced expiry never outruns the sweep.
 func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int64) (sink.Blob, error) {
 	if err := ctx.Err(); err != nil {
 		return sink.Blob{}, err
 	}
+	hp := heads.Get().(*[]byte)
+	defer heads.Put(hp)
+	head, err := readHead(ctx, r, *hp, limit)
+	var fill func(w io.Writer) (fp string, n int64, err error)
+	if over := limit > 0 && int64(len(head)) > limit; err == io.EOF || over {
+		// The whole body is in head (or enough of it to refuse it): a
+		// blob this Sink stored or touched lately is touched again with
+		// no temp made.
+		fp, n, err := sink.Copy(ctx, io.Discard, bytes.NewReader(head), limit)
+		if err != nil {
+			return sink.Blob{}, fmt.Errorf("local: put: %w", err)
+		}
+		reused, err := s.reuse(fp, now)
+		if err != nil {
+			return sink.Blob{}, err
+		}
+		if reused {
+			return s.blob(fp, n, false, now), nil
+		}
+		fill = func(w io.Writer) (string, int64, error) {
+			_, err := w.Write(head)
+			return fp, n, err
+		}
+	} else {
+		// Longer than head, or its read failed: stream it, head first, so
+		// the failure is reported as any other.
+		rest := r
+		if err != nil {
+			rest = errReader{err}
+		}
+		fill = func(w io.Writer) (string, int64, error) {
+			return sink.Copy(ctx, w, io.MultiReader(bytes.NewReader(head), rest), limit)
+		}
+	}
+	return s.write(ctx, now, fill)
+}
+
+// write stores the bytes fill writes into a new temp, then publishes it.
+func (s *Sink) write(ctx context.Context, now time.Time, fill func(io.Writer) (string, int64, error)) (sink.Blob, error) {
 	mode := uint32(blobMode)
 	if !s.umaskKeeps {
 		mode = 0o600 // and chmod, which ignores the umask, once written
@@ -212,7 +257,7 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 	if s.wrapTemp != nil {
 		w = s.wrapTemp(f)
 	}
-	fp, n, err := sink.Copy(ctx, w, r, limit)
+	fp, n, err := fill(w)
 	if err != nil {
 		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
 	}
@@ -248,13 +293,18 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 		s.added += n
 		s.usageMu.Unlock()
 	}
+	return s.blob(fp, n, created, now), nil
+}
+
+// blob describes a stored blob, its retention counted from now.
+func (s *Sink) blob(fp string, n int64, created bool, now time.Time) sink.Blob {
 	return sink.Blob{
 		Fingerprint: fp,
 		Size:        n,
 		URI:         s.URI(fp),
 		Created:     created,
 		ExpiresAt:   now.Add(s.ttl),
-	}, nil
+	}
 }
 
 // publish moves the finished temp to the blob's final name, or, when the
@@ -284,10 +334,12 @@ func (s *Sink) publish(tmp, fp string, now time.Time) (created bool, err error) 
 		err := renameNoReplace(tmp, final)
 		switch {
 		case err == nil:
+			s.remember(fp)
 			return true, nil
 		case errors.Is(err, fs.ErrExist):
 			err = touch(final, now)
 			if err == nil {
+				s.remember(fp)
 				return false, nil
 			}
 			if !errors.Is(err, fs.ErrNotExist) || attempt >= 3 {
@@ -306,8 +358,10 @@ func (s *Sink) publish(tmp, fp string, now time.Time) (created bool, err error) 
 	}
 }
 
-// touch moves an existing blob's mtime forward to now, so the sweep keeps
-// it at least until the expiry announced for this Put.
+// touch moves an existing blob's mtime forward past now, so the sweep
+// keeps it at least until the expiry announced for this Put. It moves it
+// touchLead past now, so a blob re-referenced many times a second is
+// touched about once a second, not once per Put.
 func touch(path string, now time.Time) error {
 	fi, err := os.Lstat(path)
 	if err != nil {
@@ -319,7 +373,8 @@ func touch(path string, now time.Time) error {
 	if !fi.ModTime().Before(now) {
 		return nil // touched at least as recently already
 	}
-	return os.Chtimes(path, now, now)
+	t := now.Add(touchLead)
+	return os.Chtimes(path, t, t)
 }
 
 // Open implements sink.Sink. The caller closes the returned *os.File.

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -178,37 +179,123 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
+// temps counts the temps a Sink makes, through its temp-writer seam.
+func temps(s *Sink) *atomic.Int64 {
+	var n atomic.Int64
+	s.wrapTemp = func(w io.Writer) io.Writer { n.Add(1); return w }
+	return &n
+}
+
 func TestReReferenceTouchesAndDropsTheTemp(t *testing.T) {
+	small := []byte("same bytes")
+	large := sinktest.Bytes(7, headSize+1)
+	for _, tc := range []struct {
+		name string
+		data []byte
+		// reopen puts the second time through a new Sink on the same
+		// tree, which does not know the blob.
+		reopen    bool
+		wantTemps int64 // made by the second Put
+	}{
+		{name: "small body this Sink stored", data: small, wantTemps: 0},
+		{name: "small body another Sink stored", data: small, reopen: true, wantTemps: 1},
+		{name: "body longer than the head", data: large, wantTemps: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSink(t, Options{})
+			t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+			first := mustPut(t, s, t0, tc.data)
+			path := s.Path(first.Fingerprint)
+			old := t0.Add(-48 * time.Hour)
+			if err := os.Chtimes(path, old, old); err != nil {
+				t.Fatal(err)
+			}
+			if tc.reopen {
+				s = newSink(t, Options{Dir: s.Dir()})
+			}
+			made := temps(s)
+
+			second := mustPut(t, s, t0, tc.data)
+			if second.Created || second.URI != first.URI || second.Size != int64(len(tc.data)) {
+				t.Errorf("second Put = %+v, want Created=false, URI %q, size %d", second, first.URI, len(tc.data))
+			}
+			if want := t0.Add(DefaultTTL); !second.ExpiresAt.Equal(want) {
+				t.Errorf("ExpiresAt = %v, want %v", second.ExpiresAt, want)
+			}
+			if got := made.Load(); got != tc.wantTemps {
+				t.Errorf("the second Put made %d temps, want %d", got, tc.wantTemps)
+			}
+			touched := t0.Add(touchLead)
+			fi, _ := os.Stat(path)
+			if !fi.ModTime().Equal(touched) {
+				t.Errorf("mtime = %v, want it touched to %v", fi.ModTime(), touched)
+			}
+
+			// Re-references within the lead, and older ones, leave it.
+			mustPut(t, s, t0.Add(touchLead/2), tc.data)
+			mustPut(t, s, t0.Add(-time.Hour), tc.data)
+			fi, _ = os.Stat(path)
+			if !fi.ModTime().Equal(touched) {
+				t.Errorf("mtime = %v after re-references within the lead, want %v", fi.ModTime(), touched)
+			}
+			// One after the lead moves it on.
+			later := t0.Add(2 * touchLead)
+			mustPut(t, s, later, tc.data)
+			fi, _ = os.Stat(path)
+			if want := later.Add(touchLead); !fi.ModTime().Equal(want) {
+				t.Errorf("mtime = %v after a later re-reference, want %v", fi.ModTime(), want)
+			}
+			if got := tree(t, s.Dir()); len(got) != 3 {
+				t.Errorf("tree = %v, want only the blob and its two shards", got)
+			}
+		})
+	}
+}
+
+// TestReuseChecksTheBlobIsThere: a small blob this Sink stored, then
+// removed behind its back, is written again, and a final name that is no
+// longer a regular file is refused, never announced.
+func TestReuseChecksTheBlobIsThere(t *testing.T) {
 	s := newSink(t, Options{})
-	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	data := []byte("same bytes")
-	first := mustPut(t, s, t0, data)
-	path := s.Path(first.Fingerprint)
-	old := t0.Add(-48 * time.Hour)
-	if err := os.Chtimes(path, old, old); err != nil {
+	data := []byte("removed by hand")
+	b := mustPut(t, s, time.Now(), data)
+	path := s.Path(b.Fingerprint)
+	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-
-	second := mustPut(t, s, t0, data)
-	if second.Created || second.URI != first.URI {
-		t.Errorf("second Put = %+v, want Created=false and URI %q", second, first.URI)
+	again := mustPut(t, s, time.Now(), data)
+	if !again.Created {
+		t.Errorf("Put after the blob was removed = %+v, want it created again", again)
 	}
-	if want := t0.Add(DefaultTTL); !second.ExpiresAt.Equal(want) {
-		t.Errorf("ExpiresAt = %v, want %v", second.ExpiresAt, want)
-	}
-	fi, _ := os.Stat(path)
-	if !fi.ModTime().Equal(t0) {
-		t.Errorf("mtime = %v, want it touched to %v", fi.ModTime(), t0)
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, data) {
+		t.Errorf("blob = %q, want %q", got, data)
 	}
 
-	// An older re-reference never moves the clock back.
-	mustPut(t, s, t0.Add(-time.Hour), data)
-	fi, _ = os.Stat(path)
-	if !fi.ModTime().Equal(t0) {
-		t.Errorf("mtime = %v after an older re-reference, want %v", fi.ModTime(), t0)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
 	}
-	if got := tree(t, s.Dir()); len(got) != 3 {
-		t.Errorf("tree = %v, want only the blob and its two shards", got)
+	if err := os.Mkdir(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Put(context.Background(), bytes.NewReader(data), 0); err == nil {
+		t.Errorf("Put over a directory = %+v, want an error", got)
+	}
+}
+
+// TestSmallBodyOverTheLimit: a body that fits the head but not the limit
+// stores nothing and makes no temp.
+func TestSmallBodyOverTheLimit(t *testing.T) {
+	s := newSink(t, Options{})
+	made := temps(s)
+	_, err := s.Put(context.Background(), bytes.NewReader(make([]byte, 101)), 100)
+	if !errors.Is(err, sink.ErrTooLarge) {
+		t.Fatalf("Put = %v, want ErrTooLarge", err)
+	}
+	if made.Load() != 0 {
+		t.Errorf("made %d temps, want none", made.Load())
+	}
+	if got := tree(t, s.Dir()); len(got) != 0 {
+		t.Errorf("tree = %v, want it empty", got)
 	}
 }
 
@@ -239,7 +326,7 @@ func TestFailuresLeaveNothingBehind(t *testing.T) {
 	}{
 		{name: "disk full", full: true, body: bytes.NewReader(data), wantErr: syscall.ENOSPC},
 		{name: "too large", body: bytes.NewReader(data), limit: 1000, wantErr: sink.ErrTooLarge},
-		{name: "reader fails", body: io.MultiReader(bytes.NewReader(data[:1000]), errReader{}), wantErr: errBroken},
+		{name: "reader fails", body: io.MultiReader(bytes.NewReader(data[:1000]), errReader{errBroken}), wantErr: errBroken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSink(t, Options{})
@@ -261,10 +348,6 @@ func TestFailuresLeaveNothingBehind(t *testing.T) {
 }
 
 var errBroken = errors.New("broken body")
-
-type errReader struct{}
-
-func (errReader) Read([]byte) (int, error) { return 0, errBroken }
 
 // place writes a file of size bytes at rel under dir with the given mtime.
 func place(t *testing.T, dir, rel string, size int, mtime time.Time) {
