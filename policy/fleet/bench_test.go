@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/policy"
 )
@@ -64,4 +66,37 @@ func BenchmarkPacerReserve(b *testing.B) {
 	if p.Degraded() {
 		b.Fatal("the pacer fell back to local pacing during the benchmark")
 	}
+}
+
+// BenchmarkPacerUnspacedCached is the decision for a host with no floor
+// and no fleet state through a caching client, the worker's shape under a
+// high command rate with spacing 0: answered from the client-side cache
+// once each host has been looked up.
+// Run: go test -run=^$ -bench=UnspacedCached -count=5 ./policy/fleet
+func BenchmarkPacerUnspacedCached(b *testing.B) {
+	srv := testenv.StartRedis(b)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, CacheSizeEachConn: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	p := unspacedPacer(c, "bench:unspaced:")
+	ctx := context.Background()
+	for _, h := range benchHosts {
+		if _, err := p.Reserve(ctx, h, time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			if _, err := p.Reserve(ctx, benchHosts[i%int64(len(benchHosts))], time.Second); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

@@ -107,3 +107,45 @@ func TestCachedUnspacedHost(t *testing.T) {
 		}
 	})
 }
+
+// TestUnspacedLookupIsBounded: the lookup for an unspaced host that must
+// go to Redis still gives up after the pacer's Timeout when Redis stalls
+// (CLIENT PAUSE), and the decision falls back to the local pacer.
+func TestUnspacedLookupIsBounded(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	admin := newClient(t, srv.Addr)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		client func() rueidis.Client
+	}{
+		{"caching client", func() rueidis.Client { return cachingClient(t, srv.Addr) }},
+		{"plain client", func() rueidis.Client { return newClient(t, srv.Addr) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const timeout = 200 * time.Millisecond
+			p := NewPacer(tc.client(), PacerOptions{KeyPrefix: "test:bounded:", Timeout: timeout,
+				Fallback: policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None})})
+			// Connected first, so the stall meets a lookup, not a dial.
+			if _, err := p.Reserve(ctx, "warm.test", long); err != nil {
+				t.Fatal(err)
+			}
+			if err := admin.Do(ctx, admin.B().ClientPause().Timeout(1000).All().Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			defer admin.Do(ctx, admin.B().ClientUnpause().Build())
+			start := time.Now()
+			r, err := p.Reserve(ctx, "stalled.test", long)
+			took := time.Since(start)
+			if err != nil || !r.OK || r.Wait != 0 {
+				t.Errorf("Reserve on a stalled Redis = %+v, %v; want the fallback's grant", r, err)
+			}
+			if took > 3*timeout {
+				t.Errorf("Reserve on a stalled Redis took %v; want about the %v timeout", took, timeout)
+			}
+			if !p.Degraded() {
+				t.Error("Degraded() = false after a timed-out lookup")
+			}
+		})
+	}
+}
