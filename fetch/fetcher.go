@@ -374,12 +374,19 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host strin
 // timeout. The watchdog is returned so the body reads stay under it.
 func (f *Fetcher) send(ctx context.Context, u *url.URL, header http.Header, timeout time.Duration) (*http.Response, *watchdog, error) {
 	reqCtx, wd := startWatchdog(ctx, timeout)
-	httpReq, err := http.NewRequestWithContext(reqCtx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		wd.stop()
-		return nil, nil, fmt.Errorf("%w: %s", ErrNotFetchable, envelope.RedactURL(u.String()))
-	}
-	httpReq.Header = header
+	// Made from the URL already parsed and checked, as
+	// http.NewRequestWithContext would make it from its text, with no
+	// formatting and parsing it again (three allocations and a parse per
+	// request). An empty port is dropped from Host as there.
+	httpReq := (&http.Request{
+		Method:     http.MethodGet,
+		URL:        u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     header,
+		Host:       strings.TrimSuffix(u.Host, ":"),
+	}).WithContext(reqCtx)
 	resp, err := f.transport.RoundTrip(httpReq)
 	wd.sent()
 	if err != nil {

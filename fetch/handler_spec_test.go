@@ -558,3 +558,40 @@ func deref(p *string) string {
 	}
 	return *p
 }
+
+// TestRequestLineAndHost: the request goes out with the request-target as
+// the command spelled its path and query (escapes kept) and a Host header
+// naming the host as net/http dials it, however the URL was written.
+func TestRequestLineAndHost(t *testing.T) {
+	origin := startWireOrigin(t, func(conn net.Conn, _ string) {
+		io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+	})
+	h := specHandler(t, fetch.Options{}, memory.New(memory.Options{TTL: time.Hour}))
+	_, port, _ := net.SplitHostPort(origin.ln.Addr().String())
+	for _, tt := range []struct {
+		name, url, wantLine, wantHost string
+	}{
+		{"escapes kept", origin.url("origin.test", "/a%2Fb/c%20d?q=1&r=%2F"), "GET /a%2Fb/c%20d?q=1&r=%2F HTTP/1.1", "origin.test:" + port},
+		{"no path", origin.url("origin.test", ""), "GET / HTTP/1.1", "origin.test:" + port},
+		{"internationalised name", origin.url("bücher.test", "/"), "GET / HTTP/1.1", "xn--bcher-kva.test:" + port},
+		{"upper case and a fragment", "http://ORIGIN.test:" + port + "/x#frag", "GET /x HTTP/1.1", "ORIGIN.test:" + port},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(origin.requests())
+			if out := h.Handle(specCtx(t, 30*time.Second), command(tt.url)); out.Kind != fetch.Stored {
+				t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
+			}
+			heads := origin.requests()
+			if len(heads) != before+1 {
+				t.Fatalf("origin saw %d requests, want 1", len(heads)-before)
+			}
+			head := heads[len(heads)-1]
+			if line, _, _ := strings.Cut(head, "\r\n"); line != tt.wantLine {
+				t.Errorf("request line = %q, want %q", line, tt.wantLine)
+			}
+			if got := headerLines(head, "Host"); len(got) != 1 || got[0] != tt.wantHost {
+				t.Errorf("Host lines = %q, want exactly [%q]", got, tt.wantHost)
+			}
+		})
+	}
+}
