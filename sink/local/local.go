@@ -75,6 +75,11 @@ type Sink struct {
 	maxTotal  int64
 	log       *slog.Logger
 
+	// pathPrefix and uriPrefix are dir with a trailing separator, as a
+	// path and as a file:// URI, so a blob's names are one concatenation.
+	pathPrefix string
+	uriPrefix  string
+
 	// Test seams: the clock, and a wrapper around the temp file's writer
 	// through which tests simulate a full disk.
 	now      func() time.Time
@@ -149,9 +154,15 @@ func New(opts Options) (*Sink, error) {
 	if err := ensureDir(dir, !keeps); err != nil {
 		return nil, err
 	}
+	prefix := dir
+	if !strings.HasSuffix(prefix, string(filepath.Separator)) {
+		prefix += string(filepath.Separator)
+	}
 	s := &Sink{
 		umaskKeeps: keeps,
 		dir:        dir,
+		pathPrefix: prefix,
+		uriPrefix:  (&url.URL{Scheme: "file", Path: filepath.ToSlash(prefix)}).String(),
 		ttl:        opts.TTL,
 		tempGrace:  opts.TempGrace,
 		maxTotal:   opts.MaxTotalBytes,
@@ -169,13 +180,15 @@ func (s *Sink) Dir() string { return s.dir }
 // Path returns the file a blob with this fingerprint is stored at. The
 // fingerprint must be valid (see sink.ValidFingerprint).
 func (s *Sink) Path(fingerprint string) string {
-	return filepath.Join(s.dir, fingerprint[0:2], fingerprint[2:4], fingerprint+blobSuffix)
+	const sep = string(filepath.Separator)
+	return s.pathPrefix + fingerprint[0:2] + sep + fingerprint[2:4] + sep + fingerprint + blobSuffix
 }
 
 // URI returns the file:// URI Put announces for a fingerprint: the Path,
-// percent-encoded where needed.
+// percent-encoded where needed (only the root can need it: a fingerprint
+// is hex).
 func (s *Sink) URI(fingerprint string) string {
-	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(s.Path(fingerprint))}).String()
+	return s.uriPrefix + fingerprint[0:2] + "/" + fingerprint[2:4] + "/" + fingerprint + blobSuffix
 }
 
 // Put implements sink.Sink; see the package documentation for the steps.

@@ -901,3 +901,27 @@ func TestShardRemovedBehindTheSinksBack(t *testing.T) {
 		t.Errorf("blob missing: %v", err)
 	}
 }
+
+// TestNamesAreTheRootsNames: a blob's path and URI are the root's,
+// joined and escaped as filepath.Join and net/url would make them whole,
+// whatever the root's name holds.
+func TestNamesAreTheRootsNames(t *testing.T) {
+	fp := sinktest.Fingerprint([]byte("named"))
+	for _, name := range []string{"blobs", "a dir", "100%", "ü/ñ", "q?x#y", "semi;colon:", "plus+&="} {
+		t.Run(name, func(t *testing.T) {
+			s := newSink(t, Options{Dir: filepath.Join(t.TempDir(), name)})
+			wantPath := filepath.Join(s.Dir(), fp[0:2], fp[2:4], fp+blobSuffix)
+			if got := s.Path(fp); got != wantPath {
+				t.Errorf("Path = %q, want %q", got, wantPath)
+			}
+			wantURI := (&url.URL{Scheme: "file", Path: filepath.ToSlash(wantPath)}).String()
+			if got := s.URI(fp); got != wantURI {
+				t.Errorf("URI = %q, want %q", got, wantURI)
+			}
+			u, err := url.Parse(s.URI(fp))
+			if err != nil || filepath.FromSlash(u.Path) != wantPath {
+				t.Errorf("URI %q parses to %q (%v), want the path %q", s.URI(fp), u.Path, err, wantPath)
+			}
+		})
+	}
+}
