@@ -41,7 +41,7 @@ func Copy(ctx context.Context, w io.Writer, r io.Reader, limit int64) (fingerpri
 		m, rerr := r.Read(buf)
 		if m > 0 {
 			if limit > 0 && n+int64(m) > limit {
-				return "", n, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
+				return "", n, tooLarge(limit)
 			}
 			h.Write(buf[:m])
 			if _, werr := w.Write(buf[:m]); werr != nil {
@@ -57,6 +57,18 @@ func Copy(ctx context.Context, w io.Writer, r io.Reader, limit int64) (fingerpri
 		}
 	}
 }
+
+// Sum is Copy for a body already in memory: the fingerprint and length of
+// b, or, when limit > 0 and b is longer, the error Copy would return.
+func Sum(b []byte, limit int64) (fingerprint string, n int64, err error) {
+	if limit > 0 && int64(len(b)) > limit {
+		return "", 0, tooLarge(limit)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), int64(len(b)), nil
+}
+
+func tooLarge(limit int64) error { return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit) }
 
 // ValidFingerprint reports whether s has the shape of a fingerprint: 64
 // lowercase hex digits. Backends check it before turning a fingerprint into

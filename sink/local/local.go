@@ -212,9 +212,12 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 		// The whole body is in head (or enough of it to refuse it): a
 		// blob this Sink stored or touched lately is touched again with
 		// no temp made.
-		fp, n, err := sink.Copy(ctx, io.Discard, bytes.NewReader(head), limit)
+		fp, n, err := sink.Sum(head, limit)
 		if err != nil {
 			return sink.Blob{}, fmt.Errorf("local: put: %w", err)
+		}
+		if err := ctx.Err(); err != nil {
+			return sink.Blob{}, err
 		}
 		reused, err := s.reuse(fp, now)
 		if err != nil {
