@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -318,21 +319,21 @@ func hostNames(prefix string, n int) []string {
 // pattern.
 func fixedBody(size int) http.Handler {
 	pad := padding(size)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		body := bodyFor(r.URL.Path, size, pad)
-		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
-		w.Write(body)
-	})
+	return textBody(func(path string) []byte { return bodyFor(path, size, pad) })
 }
 
 // sameBody serves one body of size bytes for every path.
 func sameBody(size int) http.Handler {
 	body := bodyFor("/", size, padding(size))
-	clen := fmt.Sprint(len(body))
+	return textBody(func(string) []byte { return body })
+}
+
+// textBody serves bodyOf(the request path) as text/plain.
+func textBody(bodyOf func(path string) []byte) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := bodyOf(r.URL.Path)
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Content-Length", clen)
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.Write(body)
 	})
 }

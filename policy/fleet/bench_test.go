@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/policy"
 )
@@ -49,18 +47,7 @@ func BenchmarkPacerReserve(b *testing.B) {
 		opsPerSec(b)
 	})
 	b.Run("parallel", func(b *testing.B) {
-		var n atomic.Int64
-		b.ReportAllocs()
-		b.SetParallelism(8) // many handlers per worker, as in production
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				i := n.Add(1)
-				if _, err := p.Reserve(ctx, benchHosts[i%int64(len(benchHosts))], time.Second); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
+		reserveParallel(b, p)
 		opsPerSec(b)
 	})
 	if p.Degraded() {
@@ -75,25 +62,25 @@ func BenchmarkPacerReserve(b *testing.B) {
 // Run: go test -run=^$ -bench=UnspacedCached -count=5 ./policy/fleet
 func BenchmarkPacerUnspacedCached(b *testing.B) {
 	srv := testenv.StartRedis(b)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, CacheSizeEachConn: 1 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(c.Close)
-	p := unspacedPacer(c, "bench:unspaced:")
-	ctx := context.Background()
+	p := unspacedPacer(cachingClient(b, srv.Addr), "bench:unspaced:")
 	for _, h := range benchHosts {
-		if _, err := p.Reserve(ctx, h, time.Second); err != nil {
+		if _, err := p.Reserve(context.Background(), h, time.Second); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reserveParallel(b, p)
+}
+
+// reserveParallel takes decisions from many goroutines sharing p, cycling
+// through benchHosts.
+func reserveParallel(b *testing.B, p *Pacer) {
 	var n atomic.Int64
 	b.ReportAllocs()
-	b.SetParallelism(8)
+	b.SetParallelism(8) // many handlers per worker, as in production
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := n.Add(1)
-			if _, err := p.Reserve(ctx, benchHosts[i%int64(len(benchHosts))], time.Second); err != nil {
+			if _, err := p.Reserve(context.Background(), benchHosts[i%int64(len(benchHosts))], time.Second); err != nil {
 				b.Error(err)
 				return
 			}

@@ -15,7 +15,7 @@ import (
 
 // cachingClient is a client with server-assisted client-side caching, as
 // the worker makes one.
-func cachingClient(t *testing.T, addrs ...string) rueidis.Client {
+func cachingClient(t testing.TB, addrs ...string) rueidis.Client {
 	t.Helper()
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, CacheSizeEachConn: 1 << 20})
 	if err != nil {
