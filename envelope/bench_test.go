@@ -56,3 +56,18 @@ func BenchmarkFromWire(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkToFrame(b *testing.B) {
+	m := fullBlob()
+	frame, err := envelope.ToFrame(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(frame[1])))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := envelope.ToFrame(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

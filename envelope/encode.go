@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unsafe"
 )
 
 // Frame field names.
@@ -18,20 +19,14 @@ const (
 	FieldContentType   = "content_type"
 )
 
-// ToWire encodes m as the six string fields of a stream entry: key, payload,
-// event_type, schema_version, occurred_at and content_type (see the package
-// documentation for each). The payload is compact JSON with the model's
-// fields in their documented order, optional fields written as null when nil,
-// and headers and object_options members sorted by name: the frame shape of
-// docs/streams.md, Frames.
-//
-// A SchemaVersion of 0 is written as SchemaVersion; any other value is
-// written as is. ToWire returns an error wrapping ErrUnencodable for a nil
-// model, a non-finite TimeoutSeconds or MinIntervalSeconds, a time outside
-// the years 0000–9999, or an ObjectOptions value it cannot write (a type
-// other than those listed on ContentReplicate, a non-finite float, an invalid
-// json.Number, or nesting deeper than 512). It is safe for concurrent use.
-func ToWire(m Model) (map[string]string, error) {
+// Frame is a frame's six values in the order of FrameFields: what a
+// publisher appends to a stream, field by field.
+type Frame [6]string
+
+// ToFrame encodes m as ToWire does, with the values in FrameFields order
+// and no map built: the cheaper of the two for a publisher that writes the
+// fields in order.
+func ToFrame(m Model) (Frame, error) {
 	var (
 		payload []byte
 		err     error
@@ -66,13 +61,13 @@ func ToWire(m Model) (map[string]string, error) {
 			payload, err = encodeReplicationFailed(v)
 		}
 	default:
-		return nil, fmt.Errorf("%w: %T is not a model of this package", ErrUnencodable, m)
+		return Frame{}, fmt.Errorf("%w: %T is not a model of this package", ErrUnencodable, m)
 	}
 	if err != nil {
-		return nil, err
+		return Frame{}, err
 	}
 	if payload == nil {
-		return nil, fmt.Errorf("%w: nil %T", ErrUnencodable, m)
+		return Frame{}, fmt.Errorf("%w: nil %T", ErrUnencodable, m)
 	}
 	occurredAt := FormatTime(m.When())
 	// Keys that embed the time reuse the formatted occurred_at.
@@ -87,14 +82,41 @@ func ToWire(m Model) (map[string]string, error) {
 	default:
 		key = m.Key()
 	}
-	return map[string]string{
-		FieldKey:           key,
-		FieldPayload:       string(payload),
-		FieldEventType:     m.EventType(),
-		FieldSchemaVersion: strconv.Itoa(wireVersion(m.Version())),
-		FieldOccurredAt:    occurredAt,
-		FieldContentType:   ContentType,
+	return Frame{
+		key,
+		// The buffer is this call's alone and never written again, so
+		// it becomes the string without a copy, as strings.Builder does.
+		unsafe.String(unsafe.SliceData(payload), len(payload)),
+		m.EventType(),
+		strconv.Itoa(wireVersion(m.Version())),
+		occurredAt,
+		ContentType,
 	}, nil
+}
+
+// ToWire encodes m as the six string fields of a stream entry: key, payload,
+// event_type, schema_version, occurred_at and content_type (see the package
+// documentation for each). The payload is compact JSON with the model's
+// fields in their documented order, optional fields written as null when nil,
+// and headers and object_options members sorted by name: the frame shape of
+// docs/streams.md, Frames.
+//
+// A SchemaVersion of 0 is written as SchemaVersion; any other value is
+// written as is. ToWire returns an error wrapping ErrUnencodable for a nil
+// model, a non-finite TimeoutSeconds or MinIntervalSeconds, a time outside
+// the years 0000–9999, or an ObjectOptions value it cannot write (a type
+// other than those listed on ContentReplicate, a non-finite float, an invalid
+// json.Number, or nesting deeper than 512). It is safe for concurrent use.
+func ToWire(m Model) (map[string]string, error) {
+	f, err := ToFrame(m)
+	if err != nil {
+		return nil, err
+	}
+	fields := make(map[string]string, len(f))
+	for i, name := range FrameFields {
+		fields[name] = f[i]
+	}
+	return fields, nil
 }
 
 func wireVersion(v int) int {

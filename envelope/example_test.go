@@ -153,3 +153,31 @@ func ExampleRedactURL() {
 	// https://xxxxx@origin.example/feed.xml
 	// https://origin.example/feed.xml
 }
+
+func ExampleToFrame() {
+	fact := &envelope.FetchFailed{
+		SchemaVersion: envelope.SchemaVersion,
+		OccurredAt:    time.Date(2026, 11, 29, 23, 18, 58, 123456000, time.UTC),
+		CommandID:     "01JQ8Z3K4M5N6P7Q8R9S0T1V2W",
+		URL:           "https://example.test/a",
+		InfoSourceID:  "isrc-01JQ8Z",
+		Reason:        envelope.ReasonHTTPStatus,
+		Terminal:      true,
+		StatusCode:    envelope.Ptr(404),
+	}
+	frame, err := envelope.ToFrame(fact)
+	if err != nil {
+		panic(err)
+	}
+	// XADD the values under FrameFields, in this order.
+	for i, name := range envelope.FrameFields {
+		fmt.Printf("%s: %s\n", name, frame[i])
+	}
+	// Output:
+	// key: 01JQ8Z3K4M5N6P7Q8R9S0T1V2W:2026-11-29T23:18:58.123456Z
+	// payload: {"schema_version":1,"event_type":"fetch_failed","occurred_at":"2026-11-29T23:18:58.123456Z","command_id":"01JQ8Z3K4M5N6P7Q8R9S0T1V2W","url":"https://example.test/a","info_source_id":"isrc-01JQ8Z","reason":"http_status","terminal":true,"status_code":404,"attempts":null,"detail":null}
+	// event_type: fetch_failed
+	// schema_version: 1
+	// occurred_at: 2026-11-29T23:18:58.123456Z
+	// content_type: application/json
+}

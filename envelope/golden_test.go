@@ -3,6 +3,7 @@ package envelope_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -552,5 +553,28 @@ func TestProjectGoldens(t *testing.T) {
 				t.Errorf("ToWire(FromWire(golden)) is not byte-identical (-golden +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// ToFrame writes the golden frames' values in FrameFields order.
+func TestToFrameIsTheGoldenInOrder(t *testing.T) {
+	for _, tc := range projectGoldens {
+		t.Run(tc.file, func(t *testing.T) {
+			golden := readFrame(t, filepath.Join("testdata", "project", tc.file+".json"))
+			frame, err := envelope.ToFrame(tc.model)
+			if err != nil {
+				t.Fatalf("ToFrame: %v", err)
+			}
+			for i, name := range envelope.FrameFields {
+				if frame[i] != golden[name] {
+					t.Errorf("value %d (%s) = %q, the golden says %q", i, name, frame[i], golden[name])
+				}
+			}
+		})
+	}
+	for _, m := range []envelope.Model{nil, (*envelope.BlobAvailable)(nil)} {
+		if _, err := envelope.ToFrame(m); !errors.Is(err, envelope.ErrUnencodable) {
+			t.Errorf("ToFrame(%#v) error = %v, want ErrUnencodable", m, err)
+		}
 	}
 }

@@ -343,13 +343,13 @@ func (b *redisBroker) doMulti(ctx context.Context, cmds rueidis.Commands) []ruei
 // the envelope gives.
 func (b *redisBroker) factCommand(fact envelope.Model) (rueidis.Completed, error) {
 	envelope.Stamp(fact, b.now().UTC())
-	fields, err := envelope.ToWire(fact)
+	frame, err := envelope.ToFrame(fact)
 	if err != nil {
 		return rueidis.Completed{}, fmt.Errorf("consume: encode fact: %w", err)
 	}
 	x := b.client.B().Xadd().Key(b.o.FactsStream).Id("*").FieldValue()
-	for _, name := range envelope.FrameFields {
-		x = x.FieldValue(name, fields[name])
+	for i, name := range envelope.FrameFields {
+		x = x.FieldValue(name, frame[i])
 	}
 	return x.Build(), nil
 }
