@@ -267,7 +267,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 				header.Set(name, value)
 			}
 		}
-		resp, wd, err := f.send(hopCtx, current, header, timeout)
+		resp, wd, err := f.send(hopCtx, cancel, current, header, timeout)
 		departed()
 		res.Requests++
 		if err != nil {
@@ -371,9 +371,10 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host strin
 }
 
 // send performs one request under a watchdog that enforces the per-operation
-// timeout. The watchdog is returned so the body reads stay under it.
-func (f *Fetcher) send(ctx context.Context, u *url.URL, header http.Header, timeout time.Duration) (*http.Response, *watchdog, error) {
-	reqCtx, wd := startWatchdog(ctx, timeout)
+// timeout, calling cancel (the fetch's) when it fires. The watchdog is
+// returned so the body reads stay under it.
+func (f *Fetcher) send(ctx context.Context, cancel context.CancelFunc, u *url.URL, header http.Header, timeout time.Duration) (*http.Response, *watchdog, error) {
+	reqCtx, wd := startWatchdog(ctx, cancel, timeout)
 	// Made from the URL already parsed and checked, as
 	// http.NewRequestWithContext would make it from its text, with no
 	// formatting and parsing it again (three allocations and a parse per

@@ -26,9 +26,11 @@ type watchdog struct {
 }
 
 // startWatchdog arms a watchdog for sending a request: the returned context
-// carries the trace that restarts the clock at each operation.
-func startWatchdog(ctx context.Context, d time.Duration) (context.Context, *watchdog) {
-	ctx, cancel := context.WithCancel(ctx)
+// carries the trace that restarts the clock at each operation. When it
+// fires it calls cancel, which ends the whole fetch, not only this request:
+// a timed-out operation is the fetch's end, so the request needs no
+// context of its own.
+func startWatchdog(ctx context.Context, cancel context.CancelFunc, d time.Duration) (context.Context, *watchdog) {
 	w := &watchdog{d: d, cancel: cancel, sending: true}
 	w.timer = time.AfterFunc(d, func() {
 		w.fire.Store(true)
@@ -73,11 +75,9 @@ func (w *watchdog) arm()        { w.timer.Reset(w.d) }
 func (w *watchdog) pause()      { w.timer.Stop() }
 func (w *watchdog) fired() bool { return w.fire.Load() }
 
-// stop ends the request: no more operations will be timed.
-func (w *watchdog) stop() {
-	w.timer.Stop()
-	w.cancel()
-}
+// stop ends the request: no more operations will be timed. The fetch's
+// context is left alone, for the next hop.
+func (w *watchdog) stop() { w.timer.Stop() }
 
 // timedBody reads a response body under the watchdog, remembering the
 // first read error (to tell a failed download from a failed store) and
