@@ -19,6 +19,9 @@ const redactedUserinfo = "xxxxx"
 // A command's URL is the issuer's data and may carry credentials; every URL
 // the worker logs or reports passes through RedactURL first.
 func RedactURL(raw string) string {
+	if strings.IndexByte(raw, '@') < 0 {
+		return raw // no userinfo, nor text that could be taken for it
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		at := strings.LastIndexByte(raw, '@')

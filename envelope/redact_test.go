@@ -46,5 +46,13 @@ func FuzzRedactURL(f *testing.F) {
 		if got := envelope.RedactURL(in); strings.Contains(got, secret) {
 			t.Fatalf("RedactURL(%q) = %q keeps the password", in, got)
 		}
+		// Text with no '@' holds no userinfo: it is shown as it is.
+		for _, plain := range []string{name + rest, "http://" + name + "/" + rest} {
+			if !strings.Contains(plain, "@") {
+				if got := envelope.RedactURL(plain); got != plain {
+					t.Fatalf("RedactURL(%q) = %q, want it unchanged", plain, got)
+				}
+			}
+		}
 	})
 }

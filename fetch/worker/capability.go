@@ -34,7 +34,8 @@ func (c *capability) Decode(fields map[string]string) consume.Decoded[*task] {
 	d := consume.Decoded[*task]{Err: err}
 	if cmd != nil {
 		d.CommandID = cmd.CommandID
-		d.Attrs = []slog.Attr{slog.String("command_id", cmd.CommandID), slog.String("url", envelope.RedactURL(cmd.URL))}
+		d.Attrs = make([]slog.Attr, 2, 3) // and host, for a command handled
+		d.Attrs[0], d.Attrs[1] = slog.String("command_id", cmd.CommandID), slog.String("url", envelope.RedactURL(cmd.URL))
 	}
 	switch {
 	case errors.Is(err, envelope.ErrForeignPayload):
