@@ -18,6 +18,8 @@
 // and the file is still there, it is touched with no temp made. A touch
 // moves the mtime one second past the store's start and is skipped while
 // the mtime is past it, so a hot blob is touched about once a second.
+// Otherwise its temp is made in its own shard, not the root, and renamed
+// within that directory, which is cheaper for the kernel.
 //
 // A file keeps no media type, so the sink implements only sink.Sink:
 // sink.PutWith stores through Put, and the type travels on the

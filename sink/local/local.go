@@ -207,7 +207,6 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 	hp := heads.Get().(*[]byte)
 	defer heads.Put(hp)
 	head, err := readHead(ctx, r, *hp, limit)
-	var fill func(w io.Writer) (fp string, n int64, err error)
 	if over := limit > 0 && int64(len(head)) > limit; err == io.EOF || over {
 		// The whole body is in head (or enough of it to refuse it): a
 		// blob this Sink stored or touched lately is touched again with
@@ -226,35 +225,57 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 		if reused {
 			return s.blob(fp, n, false, now), nil
 		}
-		fill = func(w io.Writer) (string, int64, error) {
+		dir, err := s.leafDir(fp)
+		if err != nil {
+			return sink.Blob{}, err
+		}
+		return s.write(ctx, now, dir, func(w io.Writer) (string, int64, error) {
 			_, err := w.Write(head)
 			return fp, n, err
-		}
-	} else {
-		// Longer than head, or its read failed: stream it, head first, so
-		// the failure is reported as any other.
-		rest := r
-		if err != nil {
-			rest = errReader{err}
-		}
-		fill = func(w io.Writer) (string, int64, error) {
-			return sink.Copy(ctx, w, io.MultiReader(bytes.NewReader(head), rest), limit)
-		}
+		})
 	}
-	return s.write(ctx, now, fill)
+	// Longer than head, or its read failed: stream it, head first, so the
+	// failure is reported as any other. Its fingerprint is known only once
+	// it is written, so its temp is made in the root.
+	rest := r
+	if err != nil {
+		rest = errReader{err}
+	}
+	return s.write(ctx, now, s.dir, func(w io.Writer) (string, int64, error) {
+		return sink.Copy(ctx, w, io.MultiReader(bytes.NewReader(head), rest), limit)
+	})
 }
 
-// write stores the bytes fill writes into a new temp, then publishes it.
-func (s *Sink) write(ctx context.Context, now time.Time, fill func(io.Writer) (string, int64, error)) (sink.Blob, error) {
+// leafDir is the shard directory a blob is published in, made first if
+// this Sink does not know it exists. A temp made there is renamed within
+// one directory, which costs the kernel less than a rename from the root:
+// one directory locked, and the root's entries not churned by every Put.
+func (s *Sink) leafDir(fp string) (string, error) {
+	dir := filepath.Dir(s.Path(fp))
+	if i := shardIndex(fp); !s.knownShard(i) {
+		if err := ensureDir(dir, !s.umaskKeeps); err != nil {
+			return "", err
+		}
+		// Unlocked: should the sweep remove the shard again, the temp's
+		// create or the rename finds it gone and makes it once more.
+		s.markShard(i, true)
+	}
+	return dir, nil
+}
+
+// write stores the bytes fill writes into a new temp in dir (the root, or
+// the blob's shard when its fingerprint is known first), then publishes it.
+func (s *Sink) write(ctx context.Context, now time.Time, dir string, fill func(io.Writer) (string, int64, error)) (sink.Blob, error) {
 	mode := uint32(blobMode)
 	if !s.umaskKeeps {
 		mode = 0o600 // and chmod, which ignores the umask, once written
 	}
-	f, err := createTemp(s.dir, mode)
+	f, err := createTemp(dir, mode)
 	if errors.Is(err, fs.ErrNotExist) {
-		// The root was removed from under us; recreate it once.
-		if err = ensureDir(s.dir, !s.umaskKeeps); err == nil {
-			f, err = createTemp(s.dir, mode)
+		// The directory was removed from under us (the root by hand, a
+		// shard by a sweep); make it again, once.
+		if err = ensureDir(dir, !s.umaskKeeps); err == nil {
+			f, err = createTemp(dir, mode)
 		}
 	}
 	if err != nil {

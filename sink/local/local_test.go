@@ -282,6 +282,61 @@ func TestReuseChecksTheBlobIsThere(t *testing.T) {
 	}
 }
 
+// TestTempIsMadeWhereItIsRenamed: a body whose fingerprint is known before
+// it is written (it ends within the head) gets its temp in its own shard;
+// a longer one, in the root.
+func TestTempIsMadeWhereItIsRenamed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		data    []byte
+		inShard bool
+	}{
+		{"small body", []byte("known before it is written"), true},
+		{"body longer than the head", sinktest.Bytes(3, headSize+1), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSink(t, Options{})
+			var dirs []string
+			s.wrapTemp = func(w io.Writer) io.Writer {
+				dirs = append(dirs, filepath.Dir(w.(temp).Name()))
+				return w
+			}
+			b := mustPut(t, s, time.Now(), tc.data)
+			want := s.Dir()
+			if tc.inShard {
+				want = filepath.Dir(s.Path(b.Fingerprint))
+			}
+			if len(dirs) != 1 || dirs[0] != want {
+				t.Errorf("temps made in %q, want one in %q", dirs, want)
+			}
+		})
+	}
+}
+
+// TestPutMakesASweptShardAgain: a shard this Sink made and another
+// process's sweep removed is made again, for a temp in it and for a
+// rename into it.
+func TestPutMakesASweptShardAgain(t *testing.T) {
+	for _, data := range [][]byte{[]byte("its shard swept away"), sinktest.Bytes(5, headSize+1)} {
+		s := newSink(t, Options{})
+		b := mustPut(t, s, time.Now(), data)
+		path := s.Path(b.Fingerprint)
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Dir(path)); err != nil {
+			t.Fatal(err)
+		}
+		again := mustPut(t, s, time.Now(), data)
+		if !again.Created {
+			t.Errorf("Put of %d bytes after its shard was removed = %+v, want it created again", len(data), again)
+		}
+		if got, _ := os.ReadFile(path); !bytes.Equal(got, data) {
+			t.Errorf("blob of %d bytes = %d bytes on disk, want them all", len(data), len(got))
+		}
+	}
+}
+
 // TestSmallBodyOverTheLimit: a body that fits the head but not the limit
 // stores nothing and makes no temp.
 func TestSmallBodyOverTheLimit(t *testing.T) {
