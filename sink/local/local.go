@@ -225,11 +225,7 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 		if reused {
 			return s.blob(fp, n, false, now), nil
 		}
-		dir, err := s.leafDir(fp)
-		if err != nil {
-			return sink.Blob{}, err
-		}
-		return s.write(ctx, now, dir, func(w io.Writer) (string, int64, error) {
+		return s.write(ctx, now, fp, func(w io.Writer) (string, int64, error) {
 			_, err := w.Write(head)
 			return fp, n, err
 		})
@@ -241,43 +237,20 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 	if err != nil {
 		rest = errReader{err}
 	}
-	return s.write(ctx, now, s.dir, func(w io.Writer) (string, int64, error) {
+	return s.write(ctx, now, "", func(w io.Writer) (string, int64, error) {
 		return sink.Copy(ctx, w, io.MultiReader(bytes.NewReader(head), rest), limit)
 	})
 }
 
-// leafDir is the shard directory a blob is published in, made first if
-// this Sink does not know it exists. A temp made there is renamed within
-// one directory, which costs the kernel less than a rename from the root:
-// one directory locked, and the root's entries not churned by every Put.
-func (s *Sink) leafDir(fp string) (string, error) {
-	dir := filepath.Dir(s.Path(fp))
-	if i := shardIndex(fp); !s.knownShard(i) {
-		if err := ensureDir(dir, !s.umaskKeeps); err != nil {
-			return "", err
-		}
-		// Unlocked: should the sweep remove the shard again, the temp's
-		// create or the rename finds it gone and makes it once more.
-		s.markShard(i, true)
-	}
-	return dir, nil
-}
-
-// write stores the bytes fill writes into a new temp in dir (the root, or
-// the blob's shard when its fingerprint is known first), then publishes it.
-func (s *Sink) write(ctx context.Context, now time.Time, dir string, fill func(io.Writer) (string, int64, error)) (sink.Blob, error) {
+// write stores the bytes fill writes into a new temp, then publishes it.
+// known is the blob's fingerprint when it is known before the bytes are
+// written, else "".
+func (s *Sink) write(ctx context.Context, now time.Time, known string, fill func(io.Writer) (string, int64, error)) (sink.Blob, error) {
 	mode := uint32(blobMode)
 	if !s.umaskKeeps {
 		mode = 0o600 // and chmod, which ignores the umask, once written
 	}
-	f, err := createTemp(dir, mode)
-	if errors.Is(err, fs.ErrNotExist) {
-		// The directory was removed from under us (the root by hand, a
-		// shard by a sweep); make it again, once.
-		if err = ensureDir(dir, !s.umaskKeeps); err == nil {
-			f, err = createTemp(dir, mode)
-		}
-	}
+	f, err := s.newTemp(known, mode)
 	if err != nil {
 		return sink.Blob{}, fmt.Errorf("local: create temp: %w", err)
 	}
@@ -331,6 +304,43 @@ func (s *Sink) write(ctx context.Context, now time.Time, dir string, fill func(i
 		s.usageMu.Unlock()
 	}
 	return s.blob(fp, n, created, now), nil
+}
+
+// newTemp makes a Put's temp: in the root, or, when the blob's
+// fingerprint fp is known first, in its own shard, where it is renamed
+// within one directory (for the kernel, one directory locked, and the
+// root's entries not churned by every Put). The shard is made under its
+// lock, as publish makes it, so this Sink's sweep cannot remove it or its
+// parent between the mkdir and the create; once the temp is in it, the
+// shard is not empty and stays.
+func (s *Sink) newTemp(fp string, mode uint32) (temp, error) {
+	if fp == "" {
+		f, err := createTemp(s.dir, mode)
+		if errors.Is(err, fs.ErrNotExist) {
+			// The root was removed from under us; recreate it once.
+			if err = ensureDir(s.dir, !s.umaskKeeps); err == nil {
+				f, err = createTemp(s.dir, mode)
+			}
+		}
+		return f, err
+	}
+	mu := s.shardLock(fp[0:2])
+	mu.Lock()
+	defer mu.Unlock()
+	dir := filepath.Dir(s.Path(fp))
+	shard := shardIndex(fp)
+	if s.knownShard(shard) {
+		f, err := createTemp(dir, mode)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return f, err
+		}
+		// Another process swept the shard away since this Sink knew it.
+	}
+	if err := ensureDir(dir, !s.umaskKeeps); err != nil {
+		return nil, err
+	}
+	s.markShard(shard, true)
+	return createTemp(dir, mode)
 }
 
 // blob describes a stored blob, its retention counted from now.
