@@ -250,7 +250,13 @@ func (s *Sink) write(ctx context.Context, now time.Time, known string, fill func
 	if !s.umaskKeeps {
 		mode = 0o600 // and chmod, which ignores the umask, once written
 	}
-	f, err := s.newTemp(known, mode)
+	// The final name, when known now, is made once for the temp's shard
+	// and the rename.
+	var final string
+	if known != "" {
+		final = s.Path(known)
+	}
+	f, err := s.newTemp(known, final, mode)
 	if err != nil {
 		return sink.Blob{}, fmt.Errorf("local: create temp: %w", err)
 	}
@@ -293,7 +299,10 @@ func (s *Sink) write(ctx context.Context, now time.Time, known string, fill func
 	if err := ctx.Err(); err != nil {
 		return sink.Blob{}, err
 	}
-	created, err := s.publish(tmp, fp, now)
+	if final == "" {
+		final = s.Path(fp)
+	}
+	created, err := s.publish(tmp, fp, final, now)
 	if err != nil {
 		return sink.Blob{}, err
 	}
@@ -307,13 +316,13 @@ func (s *Sink) write(ctx context.Context, now time.Time, known string, fill func
 }
 
 // newTemp makes a Put's temp: in the root, or, when the blob's
-// fingerprint fp is known first, in its own shard, where it is renamed
-// within one directory (for the kernel, one directory locked, and the
-// root's entries not churned by every Put). The shard is made under its
-// lock, as publish makes it, so this Sink's sweep cannot remove it or its
-// parent between the mkdir and the create; once the temp is in it, the
-// shard is not empty and stays.
-func (s *Sink) newTemp(fp string, mode uint32) (temp, error) {
+// fingerprint fp (and so its final name) is known first, in its own shard,
+// where it is renamed within one directory (for the kernel, one directory
+// locked, and the root's entries not churned by every Put). The shard is
+// made under its lock, as publish makes it, so this Sink's sweep cannot
+// remove it or its parent between the mkdir and the create; once the temp
+// is in it, the shard is not empty and stays.
+func (s *Sink) newTemp(fp, final string, mode uint32) (temp, error) {
 	if fp == "" {
 		f, err := createTemp(s.dir, mode)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -327,20 +336,28 @@ func (s *Sink) newTemp(fp string, mode uint32) (temp, error) {
 	mu := s.shardLock(fp[0:2])
 	mu.Lock()
 	defer mu.Unlock()
-	dir := filepath.Dir(s.Path(fp))
-	shard := shardIndex(fp)
-	if s.knownShard(shard) {
+	dir := filepath.Dir(final)
+	if s.knownShard(shardIndex(fp)) {
 		f, err := createTemp(dir, mode)
 		if !errors.Is(err, fs.ErrNotExist) {
 			return f, err
 		}
 		// Another process swept the shard away since this Sink knew it.
 	}
-	if err := ensureDir(dir, !s.umaskKeeps); err != nil {
+	if err := s.makeShardLocked(fp, dir); err != nil {
 		return nil, err
 	}
-	s.markShard(shard, true)
 	return createTemp(dir, mode)
+}
+
+// makeShardLocked makes fp's leaf shard, dir, and records that it exists.
+// The caller holds the shard's lock.
+func (s *Sink) makeShardLocked(fp, dir string) error {
+	if err := ensureDir(dir, !s.umaskKeeps); err != nil {
+		return err
+	}
+	s.markShard(shardIndex(fp), true)
+	return nil
 }
 
 // blob describes a stored blob, its retention counted from now.
@@ -354,26 +371,23 @@ func (s *Sink) blob(fp string, n int64, created bool, now time.Time) sink.Blob {
 	}
 }
 
-// publish moves the finished temp to the blob's final name, or, when the
-// blob already exists, touches it instead. It holds the shard's lock so
-// the sweep cannot reap the blob between the check and the touch, nor
-// remove the shard between its mkdir and the rename.
+// publish moves the finished temp to the blob's final name (s.Path(fp)),
+// or, when the blob already exists, touches it instead. It holds the
+// shard's lock so the sweep cannot reap the blob between the check and the
+// touch, nor remove the shard between its mkdir and the rename.
 //
 // The rename comes first and refuses to replace: on the common path (a new
 // blob in an existing shard) it is the only call on the final name. Its
 // failure says what to do: the blob exists (touch it) or a level of the
 // shard is missing (make it and try again).
-func (s *Sink) publish(tmp, fp string, now time.Time) (created bool, err error) {
+func (s *Sink) publish(tmp, fp, final string, now time.Time) (created bool, err error) {
 	mu := s.shardLock(fp[0:2])
 	mu.Lock()
 	defer mu.Unlock()
-	final := s.Path(fp)
-	shard := shardIndex(fp)
-	if !s.knownShard(shard) {
-		if err := ensureDir(filepath.Dir(final), !s.umaskKeeps); err != nil {
+	if !s.knownShard(shardIndex(fp)) {
+		if err := s.makeShardLocked(fp, filepath.Dir(final)); err != nil {
 			return false, err
 		}
-		s.markShard(shard, true)
 	}
 	// A few attempts, because another process sharing the tree may sweep
 	// the file or its shard away between two of these steps.

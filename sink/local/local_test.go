@@ -722,7 +722,7 @@ func TestReReferenceOfABlobReapedMeanwhile(t *testing.T) {
 	f.Close()
 	os.Remove(path)
 	os.Remove(filepath.Dir(path))
-	created, err := s.publish(f.Name(), b.Fingerprint, time.Now())
+	created, err := s.publish(f.Name(), b.Fingerprint, s.Path(b.Fingerprint), time.Now())
 	if err != nil || !created {
 		t.Fatalf("publish = %v, %v; want created", created, err)
 	}
