@@ -24,11 +24,11 @@
 // over its ceiling refuses the fetch (ErrStorageFull); the host's politeness
 // window is waited for (a wait longer than Options.MaxWait parks the
 // command: ErrParked). Up to Options.MaxRedirects redirects are followed
-// (10, so 11 requests in all); authorization, proxy-authorization and cookie
-// go only to hops on the requested URL's origin. A 2xx body streams into the
-// sink while it is hashed, up to Options.MaxBodyBytes counted after
-// its content codings are removed (ErrTooLarge, nothing stored). A 429 or 503
-// escalates the host's spacing.
+// (10, so 11 requests in all); authorization and cookie go to a hop only
+// while every hop so far is on the requested URL's origin. A 2xx body
+// streams into the sink while it is hashed, up to Options.MaxBodyBytes
+// counted after its content codings are removed (ErrTooLarge, nothing
+// stored). A 429 or 503 escalates the host's spacing.
 //
 // # Classification
 //

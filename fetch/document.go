@@ -42,6 +42,9 @@ type Document struct {
 	Attempts int
 
 	sink sink.Sink
+	// leftOrigin is the fetch's Result.LeftOrigin: the page's links are
+	// then not trusted with credentials (GetFeed).
+	leftOrigin bool
 }
 
 // ErrNoBody is returned by Document.Open for a Document that has no sink

@@ -124,11 +124,10 @@ func (e *LinkError) Unwrap() error { return e.Err }
 //
 // Every fetch is a full Get: retries, the cache, the sink, the guard,
 // pacing and opts.CheckURL apply to the page and to each link. The
-// credentials among opts.Headers (authorization, proxy-authorization,
-// cookie) go to a link only when the page URL asked for, the page's final
-// URL and the link share one origin: a page cannot hand them to another
-// origin, by its links or by redirecting first. Other headers go to every
-// link.
+// credentials among opts.Headers (authorization, cookie) go to a link only
+// when the page's fetch never left the origin asked for and the link is on
+// that origin too: a page cannot hand them to another origin, by its links
+// or by redirecting away and back. Other headers go to every link.
 //
 // The page is stored like any document, up to the fetcher's MaxBodyBytes,
 // in opts.Sink (it may turn out to be the feed); only its first
@@ -168,7 +167,7 @@ func (f *Fetcher) GetFeed(ctx context.Context, pageURL string, opts GetOptions, 
 		return nil, fmt.Errorf("%w: %s", ErrNoFeed, shown(final))
 	}
 
-	credentialed := originOf(asked) == originOf(final)
+	credentialed := !page.leftOrigin && originOf(asked) == originOf(final)
 	anonymous := withoutCredentials(opts.Headers)
 	failed := &FeedError{PageURL: shown(final)}
 	tries := min(len(candidates), positiveOr(feed.MaxCandidates, DefaultMaxFeedCandidates))

@@ -368,8 +368,9 @@ func TestGetFeed(t *testing.T) {
 }
 
 // TestGetFeedCredentials checks which requests carry the caller's
-// credentials: the page, and a feed only when the page asked for, the page
-// found and the feed share one origin. Other headers go everywhere.
+// credentials: the page, and a feed only when the page's fetch never left
+// the origin asked for and the feed is on it too. Other headers go
+// everywhere.
 func TestGetFeedCredentials(t *testing.T) {
 	caller := map[string]string{
 		"Authorization": "Bearer s3cret",
@@ -406,6 +407,8 @@ func TestGetFeedCredentials(t *testing.T) {
 			page: func(h *harness) http.Handler {
 				return htmlPage(alt("application/atom+xml", h.url("origin.test", "/feed")))
 			}},
+		{name: "a page redirected away and back, its feed on the first origin", path: "/away-and-back",
+			page: func(h *harness) http.Handler { return htmlPage(alt("application/atom+xml", "/feed")) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -414,6 +417,8 @@ func TestGetFeedCredentials(t *testing.T) {
 			mux.Handle("/page", tt.page(h))
 			mux.Handle("/moved", testenv.Redirect(http.StatusFound, h.url("a.test", "/page")))
 			mux.Handle("/moved-back", testenv.Redirect(http.StatusFound, h.url("a.test", "/page")))
+			mux.Handle("/away-and-back", testenv.Redirect(http.StatusFound, h.url("a.test", "/back")))
+			mux.Handle("/back", testenv.Redirect(http.StatusFound, h.url("origin.test", "/page")))
 			mux.Handle("/feed", served("application/atom+xml", atomBody))
 			before := other.Count()
 			feed, err := h.fetcher.GetFeed(libCtx(t), h.url("origin.test", tt.path), fetch.GetOptions{Headers: caller, Retries: fetch.None}, fetch.FeedOptions{})

@@ -166,8 +166,9 @@ type Request struct {
 	URL string
 	// Headers are sent on every hop, lower-cased names, already screened by
 	// guard.SanitizeHeaders; they are merged over the defaults and the
-	// request wins. authorization, proxy-authorization and cookie go only to
-	// hops on the request URL's origin.
+	// request wins. Credentials (authorization, cookie) go to a hop only
+	// while every hop so far, that one included, is on the request URL's
+	// origin.
 	Headers map[string]string
 	// Timeout bounds each operation: connect, TLS handshake, waiting for
 	// headers, each read. Zero means the fetcher's default.
@@ -202,6 +203,10 @@ type Result struct {
 	Requests int
 	// Paced is the time spent waiting for hosts' politeness windows.
 	Paced time.Duration
+	// LeftOrigin is true once a hop went to an origin other than the
+	// request URL's: from that hop on, credentials were not sent, even to
+	// a hop back on the first origin.
+	LeftOrigin bool
 }
 
 // NotModified reports whether the final response was 304 Not Modified.
@@ -238,6 +243,10 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 	fetchCtx, cancel := context.WithTimeoutCause(ctx, maxFetch, deadlineCause(maxFetch))
 	defer cancel()
 
+	// Credentials go only while every hop so far is on the origin asked
+	// for: once a chain has left it, a hop back is still chosen by the
+	// other origin, so they stay dropped (docs/security.md). A new Fetch
+	// (a retried attempt) starts a fresh chain.
 	res := &Result{}
 	for hop := 0; ; hop++ {
 		if err := f.checkHop(ctx, fetchCtx, req.CheckURL, current); err != nil {
@@ -261,7 +270,10 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 		if spaced {
 			hopCtx, departed = f.departureTrace(fetchCtx, host)
 		}
-		header := f.hopHeader(req.Headers, originOf(current) == origin)
+		if originOf(current) != origin {
+			res.LeftOrigin = true
+		}
+		header := f.hopHeader(req.Headers, !res.LeftOrigin)
 		if hop == 0 {
 			for name, value := range req.Conditional {
 				header.Set(name, value)

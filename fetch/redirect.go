@@ -74,7 +74,10 @@ func originOf(u *url.URL) string {
 	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
-// credentialHeaders go only to hops on the request URL's origin.
+// credentialHeaders go to a hop only while the chain has stayed on the
+// request URL's origin. proxy-authorization cannot reach here (the sanitizer
+// refuses every proxy-* name) but is listed so a caller building a Request
+// by hand cannot leak one either.
 var credentialHeaders = map[string]bool{
 	"authorization":       true,
 	"proxy-authorization": true,
@@ -85,7 +88,7 @@ var credentialHeaders = map[string]bool{
 // accept-encoding gzip), then the request's headers over them, one field
 // line per name. A request that sets range is not offered gzip: a byte range
 // of an encoded representation cannot be decoded on its own.
-func (f *Fetcher) hopHeader(headers map[string]string, sameOrigin bool) http.Header {
+func (f *Fetcher) hopHeader(headers map[string]string, onOrigin bool) http.Header {
 	h := make(http.Header, len(headers)+2)
 	h.Set("User-Agent", f.userAgent)
 	h.Set("Accept-Encoding", "gzip")
@@ -95,7 +98,7 @@ func (f *Fetcher) hopHeader(headers map[string]string, sameOrigin bool) http.Hea
 		}
 	}
 	for name, value := range headers {
-		if credentialHeaders[strings.ToLower(name)] && !sameOrigin {
+		if credentialHeaders[strings.ToLower(name)] && !onOrigin {
 			continue
 		}
 		h.Set(name, value)

@@ -12,61 +12,6 @@ import (
 	"github.com/replicator-go/replicator/internal/testenv"
 )
 
-// TestCredentialsStayOnTheCommandOrigin follows a redirect to each kind of
-// hop and checks which request headers arrived there.
-func TestCredentialsStayOnTheCommandOrigin(t *testing.T) {
-	ok := testenv.Status(200, nil, "ok")
-	other := testenv.StartOrigin(t, ok)     // same host name, another port
-	secure := testenv.StartTLSOrigin(t, ok) // https, another port
-	mux := http.NewServeMux()
-	mux.Handle("/final", ok)
-	h := newHarness(t, mux, harnessOptions{fetch: fetch.Options{TLSConfig: trust(secure)}})
-	mux.Handle("/same-origin", testenv.Redirect(http.StatusFound, "/final"))
-	mux.Handle("/same-origin-absolute", testenv.Redirect(http.StatusFound, "HTTP://ORIGIN.test:"+h.origin.Port()+"/final"))
-	mux.Handle("/other-host", testenv.Redirect(http.StatusFound, h.url("a.test", "/final")))
-	mux.Handle("/other-port", testenv.Redirect(http.StatusFound, other.URLFor("origin.test", "/final")))
-	mux.Handle("/other-scheme", testenv.Redirect(http.StatusFound, secure.URLFor("example.com", "/final")))
-
-	tests := []struct {
-		name      string
-		path      string
-		last      *testenv.Origin
-		wantCreds bool
-	}{
-		{name: "same origin", path: "/same-origin", last: h.origin, wantCreds: true},
-		{name: "same origin spelled differently", path: "/same-origin-absolute", last: h.origin, wantCreds: true},
-		{name: "host change", path: "/other-host", last: h.origin},
-		{name: "port change", path: "/other-port", last: other},
-		{name: "scheme change", path: "/other-scheme", last: secure},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cmd := command(h.url("origin.test", tt.path))
-			cmd.Headers = map[string]string{"Authorization": "Bearer s3cret", "Cookie": "session=1", "X-Trace": "t-1"}
-			if out := h.handle(t, cmd); out.Kind != fetch.Stored {
-				t.Fatalf("kind = %v (%v)", out.Kind, out.Err)
-			}
-			first := h.origin.Requests()
-			if got := first[len(first)-2].Header; tt.last == h.origin && got.Get("Authorization") != "Bearer s3cret" {
-				t.Errorf("first hop lost its credentials")
-			}
-			seen := tt.last.Requests()
-			got := seen[len(seen)-1]
-			if got.Path != "/final" {
-				t.Fatalf("last request at %s was %s, want /final", tt.last.URL, got.Path)
-			}
-			hasCreds := got.Header.Get("Authorization") != "" || got.Header.Get("Cookie") != ""
-			if hasCreds != tt.wantCreds {
-				t.Errorf("credentials on the final hop = %v, want %v (Authorization %q, Cookie %q)",
-					hasCreds, tt.wantCreds, got.Header.Get("Authorization"), got.Header.Get("Cookie"))
-			}
-			if got.Header.Get("X-Trace") != "t-1" {
-				t.Errorf("X-Trace did not reach the final hop")
-			}
-		})
-	}
-}
-
 // TestEachHopIsPacedAgainstItsOwnHost sends two commands for hosts A and B
 // that both redirect to C: the two requests to C must be a full interval
 // apart even though A and B are each due at once.

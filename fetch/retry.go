@@ -61,8 +61,9 @@ type GetOptions struct {
 	// guard.ErrInvalidOptions before anything is sent), names lower-cased,
 	// and override the defaults (user-agent, accept). If-None-Match and
 	// If-Modified-Since are ignored: they belong to Cache. Credentials
-	// (authorization, proxy-authorization, cookie) go only to hops on the
-	// requested URL's origin.
+	// (authorization, cookie) go to a hop only while every hop of the
+	// attempt so far is on the requested URL's origin; proxy-authorization
+	// is refused, like every proxy-* name, since the fetcher uses no proxy.
 	Headers map[string]string
 	// Cache, when set, makes the request conditional on the document cached
 	// for the URL and receives every document fetched with a final 200.
@@ -92,9 +93,13 @@ type GetOptions struct {
 //
 // An attempt that fails retryably (see Retryable) is retried up to
 // opts.Retries times, after a jittered backoff or, for a 429, the
-// response's Retry-After; both are capped at MaxGetWait. The fetcher's
-// pacer still has the last word: after a 429 or 503 its escalated interval
-// may hold the next attempt back further.
+// response's Retry-After; both are capped at MaxGetWait. The two waits add
+// up: after that wait, the next attempt waits for its host's pacing window,
+// inside the attempt's Timeout. After a 429 or 503 the default pacer
+// (policy.Local) raises that window by up to 60 s above the floor, whatever
+// MaxGetWait says. To hold a host to Get's own cap, give the fetcher a
+// policy.Local with MaxEscalation: MaxGetWait; with MaxEscalation:
+// policy.None only Get's retry wait slows a refusing host down.
 //
 // With opts.Cache, the cached document's validators go on the first hop of
 // every attempt (never to a redirect target), and a 304 returns a copy of
@@ -198,6 +203,7 @@ func (f *Fetcher) document(url string, res *Result, sniff *sniffSink, cached *Do
 		LastModified: strings.TrimSpace(res.Header.Get("Last-Modified")),
 		Attempts:     attempts,
 		sink:         sniff.Sink,
+		leftOrigin:   res.LeftOrigin,
 	}
 	if cache != nil && res.StatusCode == http.StatusOK {
 		stored := *d

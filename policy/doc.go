@@ -69,6 +69,8 @@
 // 1800 s after the last refusal (measured from the refusal, not from the
 // last request, or a busy host would never recover). The floor is never
 // folded into the escalation, so a floor republished above it wins.
+// LocalOptions.MaxEscalation sets a Local's headroom, or turns escalation
+// off (None), for a caller that holds waits to its own cap.
 //
 // A Local pacer bounds the hosts it tracks (at least 4096). Pruning drops
 // only hosts that can no longer change a decision, never one whose spacing or

@@ -76,6 +76,12 @@ type LocalOptions struct {
 	// Lease bounds how long a granted request may go without reporting its
 	// departure. Zero means DefaultLease.
 	Lease time.Duration
+	// MaxEscalation is how far above its floor a 429 or 503 may raise a
+	// host's interval, a Retry-After included. Zero means
+	// EscalationHeadroom (60 s); None turns escalation off, so refusals
+	// leave every host at its floor. A library caller that retries with
+	// its own cap (fetch.MaxGetWait) can hold the pacer to the same one.
+	MaxEscalation time.Duration
 }
 
 // Local paces requests from one process: per-host minimum spacing between
@@ -90,6 +96,7 @@ type Local struct {
 	floors   Floors
 	maxHosts int
 	lease    time.Duration
+	headroom time.Duration // 0 when escalation is off
 
 	mu    sync.Mutex
 	hosts map[string]hostState
@@ -122,6 +129,7 @@ func NewLocal(opts LocalOptions) *Local {
 		floors:   opts.Floors,
 		maxHosts: max(opts.MaxHosts, DefaultMaxHosts),
 		lease:    opts.Lease,
+		headroom: resolveHeadroom(opts.MaxEscalation),
 		hosts:    make(map[string]hostState),
 	}
 	return l
@@ -133,6 +141,18 @@ func resolveDefault(d time.Duration) time.Duration {
 	switch {
 	case d == 0:
 		return DefaultInterval
+	case d < 0:
+		return 0
+	}
+	return min(d, maxInterval)
+}
+
+// resolveHeadroom reads a MaxEscalation option: zero is
+// EscalationHeadroom, None (any negative value) no escalation.
+func resolveHeadroom(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return EscalationHeadroom
 	case d < 0:
 		return 0
 	}
@@ -220,7 +240,9 @@ func (l *Local) Refused(ctx context.Context, host string, retryAfter time.Durati
 
 // RefusedAt records, at now, that host answered 429 or 503, with the delay
 // its Retry-After asked for (0 when absent, malformed or past), and returns
-// the interval now in force. It returns ErrEmptyHost for an empty host.
+// the interval now in force. With escalation off (MaxEscalation None) it
+// changes nothing and returns the floor. It returns ErrEmptyHost for an
+// empty host.
 func (l *Local) RefusedAt(now time.Time, host string, retryAfter time.Duration) (time.Duration, error) {
 	host = HostKey(host)
 	if host == "" {
@@ -229,6 +251,9 @@ func (l *Local) RefusedAt(now time.Time, host string, retryAfter time.Duration) 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	floor := l.floorFor(host)
+	if l.headroom == 0 {
+		return floor, nil
+	}
 	s, known := l.hosts[host]
 	inForce := floor
 	last := now // a refusal means a request just went out, recorded or not
@@ -236,7 +261,7 @@ func (l *Local) RefusedAt(now time.Time, host string, retryAfter time.Duration) 
 		inForce = max(floor, liveEscalation(s, now))
 		last = s.last
 	}
-	esc := escalate(inForce, floor, retryAfter)
+	esc := escalate(inForce, floor, retryAfter, l.headroom)
 	// Only the spacing changes: a granted request that has yet to leave
 	// keeps its lease, or the next could be granted before it departs.
 	s.last, s.esc, s.escAt = last, esc, now
@@ -359,11 +384,11 @@ func liveEscalation(s hostState, now time.Time) time.Duration {
 }
 
 // escalate is the next escalation: the interval in force doubled (at least
-// the first step), raised to what Retry-After asked, capped at the headroom
+// the first step), raised to what Retry-After asked, capped at headroom
 // above the floor. A Retry-After only ever raises it.
-func escalate(inForce, floor, retryAfter time.Duration) time.Duration {
+func escalate(inForce, floor, retryAfter, headroom time.Duration) time.Duration {
 	stepped := max(inForce*2, EscalationFirstStep)
-	return min(max(stepped, retryAfter), floor+EscalationHeadroom)
+	return min(max(stepped, retryAfter), floor+headroom)
 }
 
 // maybePrune drops hosts that can no longer change a decision, once the map

@@ -1,0 +1,188 @@
+package fetch_test
+
+import (
+	"net/http"
+	"sort"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/internal/testenv"
+)
+
+// hopSeen is one request as a credentials test judges it.
+type hopSeen struct {
+	Host, Path string
+	Creds      bool // Authorization and Cookie both arrived
+	NoCreds    bool // neither arrived
+	Trace      bool // the non-credential caller header arrived
+}
+
+// TestCredentialsStopAtTheFirstHopOffOrigin runs every redirect chain
+// through each way a redirect is followed (Get, GetFeed's page fetch, the
+// Handler) and checks what each hop received: credentials only while every
+// hop so far is on the requested URL's origin, even when the chain comes
+// back to it; every other caller header everywhere; and a retried attempt
+// starting a fresh chain.
+func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
+	type setup struct {
+		h             *harness
+		other, secure *testenv.Origin
+		mux           *http.ServeMux
+	}
+	with := func(creds bool, host, path string) hopSeen {
+		return hopSeen{Host: host, Path: path, Creds: creds, NoCreds: !creds, Trace: true}
+	}
+	scenarios := []struct {
+		name     string
+		start    func(s setup) string
+		retries  bool // the chain's end answers 503 once, then 200
+		wantHops []hopSeen
+	}{
+		{
+			name:  "A to B back to A",
+			start: func(s setup) string { return s.h.url("origin.test", "/leave") },
+			wantHops: []hopSeen{
+				with(true, "origin.test", "/leave"),
+				with(false, "a.test", "/come-back"),
+				with(false, "origin.test", "/final"),
+			},
+		},
+		{
+			name:  "A to A to A",
+			start: func(s setup) string { return s.h.url("origin.test", "/stay") },
+			wantHops: []hopSeen{
+				with(true, "origin.test", "/stay"),
+				with(true, "origin.test", "/stay-again"),
+				with(true, "origin.test", "/final"),
+			},
+		},
+		{
+			name:  "another host",
+			start: func(s setup) string { return s.h.url("origin.test", "/to-host") },
+			wantHops: []hopSeen{
+				with(true, "origin.test", "/to-host"),
+				with(false, "a.test", "/final"),
+			},
+		},
+		{
+			name:  "same host, another port",
+			start: func(s setup) string { return s.h.url("origin.test", "/to-port") },
+			wantHops: []hopSeen{
+				with(true, "origin.test", "/to-port"),
+				with(false, "origin.test", "/final"),
+			},
+		},
+		{
+			name:  "same host, http to https",
+			start: func(s setup) string { return s.h.url("example.com", "/to-https") },
+			wantHops: []hopSeen{
+				with(true, "example.com", "/to-https"),
+				with(false, "example.com", "/final"),
+			},
+		},
+		{
+			name:    "a retry after a 503 starts a fresh chain",
+			start:   func(s setup) string { return s.h.url("origin.test", "/leave-flaky") },
+			retries: true,
+			wantHops: []hopSeen{
+				with(true, "origin.test", "/leave-flaky"),
+				with(false, "a.test", "/come-back-flaky"),
+				with(false, "origin.test", "/flaky"),
+				with(true, "origin.test", "/leave-flaky"),
+				with(false, "a.test", "/come-back-flaky"),
+				with(false, "origin.test", "/flaky"),
+			},
+		},
+	}
+	ways := []struct {
+		name  string
+		fetch func(t *testing.T, s setup, url string, headers map[string]string, retry bool)
+	}{
+		{name: "Get", fetch: func(t *testing.T, s setup, url string, headers map[string]string, retry bool) {
+			opts := fetch.GetOptions{Headers: headers, Retries: fetch.None, Backoff: fetch.None}
+			if retry {
+				opts.Retries = 1
+			}
+			if _, err := s.h.fetcher.Get(libCtx(t), url, opts); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "GetFeed", fetch: func(t *testing.T, s setup, url string, headers map[string]string, retry bool) {
+			opts := fetch.GetOptions{Headers: headers, Retries: fetch.None, Backoff: fetch.None}
+			if retry {
+				opts.Retries = 1
+			}
+			if _, err := s.h.fetcher.GetFeed(libCtx(t), url, opts, fetch.FeedOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "Handler", fetch: func(t *testing.T, s setup, url string, headers map[string]string, retry bool) {
+			cmd := command(url)
+			cmd.Headers = headers
+			if retry {
+				// The worker retries through the stream: a second delivery
+				// is a second Handle.
+				if out := s.h.handle(t, cmd); out.Kind != fetch.Transient {
+					t.Fatalf("first delivery: kind = %v (%v), want transient", out.Kind, out.Err)
+				}
+			}
+			if out := s.h.handle(t, cmd); out.Kind != fetch.Stored {
+				t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
+			}
+		}},
+	}
+	spellings := []map[string]string{
+		{"Authorization": "Bearer s3cret", "Cookie": "session=1", "X-Trace": "t-1"},
+		{"aUTHORIZATION": "Bearer s3cret", "COOKIE": "session=1", "x-TRACE": "t-1"},
+	}
+	for _, way := range ways {
+		for _, sc := range scenarios {
+			for i, headers := range spellings {
+				t.Run(way.name+"/"+sc.name+"/spelling "+string(rune('1'+i)), func(t *testing.T) {
+					feed := served("application/atom+xml", atomBody)
+					s := setup{mux: http.NewServeMux()}
+					s.other = testenv.StartOrigin(t, feed)
+					s.secure = testenv.StartTLSOrigin(t, feed)
+					s.h = newHarness(t, s.mux, harnessOptions{fetch: fetch.Options{Pacer: libPacer{}, TLSConfig: trust(s.secure)}})
+					var flaked atomic.Bool
+					s.mux.Handle("/final", feed)
+					s.mux.Handle("/leave", testenv.Redirect(http.StatusFound, s.h.url("a.test", "/come-back")))
+					s.mux.Handle("/come-back", testenv.Redirect(http.StatusFound, s.h.url("origin.test", "/final")))
+					s.mux.Handle("/stay", testenv.Redirect(http.StatusFound, "/stay-again"))
+					s.mux.Handle("/stay-again", testenv.Redirect(http.StatusFound, "HTTP://ORIGIN.test:"+s.h.origin.Port()+"/final"))
+					s.mux.Handle("/to-host", testenv.Redirect(http.StatusFound, s.h.url("a.test", "/final")))
+					s.mux.Handle("/to-port", testenv.Redirect(http.StatusFound, s.other.URLFor("origin.test", "/final")))
+					s.mux.Handle("/to-https", testenv.Redirect(http.StatusFound, s.secure.URLFor("example.com", "/final")))
+					s.mux.Handle("/leave-flaky", testenv.Redirect(http.StatusFound, s.h.url("a.test", "/come-back-flaky")))
+					s.mux.Handle("/come-back-flaky", testenv.Redirect(http.StatusFound, s.h.url("origin.test", "/flaky")))
+					s.mux.HandleFunc("/flaky", func(w http.ResponseWriter, r *http.Request) {
+						if flaked.CompareAndSwap(false, true) {
+							w.WriteHeader(http.StatusServiceUnavailable)
+							return
+						}
+						feed.ServeHTTP(w, r)
+					})
+
+					way.fetch(t, s, sc.start(s), headers, sc.retries)
+
+					var seen []testenv.Seen
+					for _, o := range []*testenv.Origin{s.h.origin, s.other, s.secure} {
+						seen = append(seen, o.Requests()...)
+					}
+					sort.SliceStable(seen, func(i, j int) bool { return seen[i].At.Before(seen[j].At) })
+					got := make([]hopSeen, len(seen))
+					for i, r := range seen {
+						auth, cookie := r.Header.Get("Authorization") != "", r.Header.Get("Cookie") != ""
+						got[i] = hopSeen{Host: r.Host, Path: r.Path, Creds: auth && cookie, NoCreds: !auth && !cookie, Trace: r.Header.Get("X-Trace") == "t-1"}
+					}
+					if diff := cmp.Diff(sc.wantHops, got); diff != "" {
+						t.Errorf("requests (-want +got):\n%s", diff)
+					}
+				})
+			}
+		}
+	}
+}
