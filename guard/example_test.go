@@ -99,19 +99,3 @@ func ExampleParseIPLiteral() {
 	// fe80::1%eth0 true
 	// invalid IP false
 }
-
-func ExampleObjectKey() {
-	// The alias binds the root ("reps"); the command says only where under it.
-	key, err := guard.ObjectKey("reps", "organizations/x/2026/report (final).pdf")
-	fmt.Println(key, err)
-
-	// Refused, never repaired: a command cannot climb out of the root.
-	_, err = guard.ObjectKey("reps", "../reps-other/report.pdf")
-	fmt.Println(err)
-	_, err = guard.ObjectKey("reps", "a/b%2Fc.pdf")
-	fmt.Println(errors.Is(err, guard.ErrInvalidDestination), err)
-	// Output:
-	// reps/organizations/x/2026/report (final).pdf <nil>
-	// guard: invalid destination: destination is not a usable key: it has a relative segment
-	// true guard: invalid destination: destination carries percent-encoding; send the rendered path
-}

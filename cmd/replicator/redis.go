@@ -12,8 +12,8 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch/worker"
-	"github.com/replicator-go/replicator/internal/replicate"
 	"github.com/replicator-go/replicator/policy/fleet"
+	"github.com/replicator-go/replicator/replicate"
 )
 
 // The streams of the contract (README, Streams and frames), as the library

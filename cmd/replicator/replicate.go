@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
-	"github.com/replicator-go/replicator/internal/replicate"
-	"github.com/replicator-go/replicator/internal/replicate/loop"
+	"github.com/replicator-go/replicator/replicate"
+	replicateworker "github.com/replicator-go/replicator/replicate/worker"
 	"github.com/replicator-go/replicator/sink"
 )
 
@@ -21,7 +21,7 @@ import (
 // host's Application Default Credentials, is made only when an alias needs
 // one; if it cannot be made, those aliases' commands are refused
 // provider_disabled rather than failing the boot.
-func replicateLoop(ctx context.Context, cfg Config, client rueidis.Client, blobs sink.Sink, log *slog.Logger, reg prometheus.Registerer) (*loop.Loop, func(), error) {
+func replicateLoop(ctx context.Context, cfg Config, client rueidis.Client, blobs sink.Sink, log *slog.Logger, reg prometheus.Registerer) (*replicateworker.Loop, func(), error) {
 	src, ok := blobs.(replicate.Source)
 	if !ok {
 		return nil, nil, fmt.Errorf("replicate: the blob store cannot name its blobs")
@@ -50,7 +50,7 @@ func replicateLoop(ctx context.Context, cfg Config, client rueidis.Client, blobs
 	}
 	log.Info("content.replicate ready", "group", cfg.ReplicateConsumerGroup, "aliases", aliases.Names(),
 		"write_timeout_seconds", h.WriteTimeout().Seconds())
-	l := loop.New(client, h, loop.Options{
+	l := replicateworker.New(client, h, replicateworker.Options{
 		Group:                  cfg.ReplicateConsumerGroup,
 		Consumer:               cfg.ConsumerName,
 		StartID:                cfg.ConsumerStartID,

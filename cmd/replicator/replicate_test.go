@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/internal/replicate"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/replicate"
 )
 
 // TestWorkerReplicatesAFetchedBlob is the README's replicate session through

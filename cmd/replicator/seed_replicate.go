@@ -12,8 +12,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/guard"
-	"github.com/replicator-go/replicator/internal/replicate"
+	"github.com/replicator-go/replicator/replicate"
 )
 
 const seedReplicateDescription = `Publishes one content_replicate command to content.replicate (or --stream),
@@ -73,7 +72,7 @@ func runSeedReplicate(ctx context.Context, args []string, stdout, stderr io.Writ
 	case target.check() != "":
 		return usageErr("%s", target.check())
 	}
-	if err := guard.CheckDestination(*destination); err != nil {
+	if err := replicate.CheckDestination(*destination); err != nil {
 		return usageErr("--destination: the worker would refuse it: %v", err)
 	}
 	var options map[string]any

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/internal/replicate"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/replicate"
 	"github.com/replicator-go/replicator/sink/local"
 )
 

@@ -13,7 +13,6 @@ import (
 	"cloud.google.com/go/storage"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/guard"
 )
 
 // Defaults for the loop that consumes content.replicate, and for Options
@@ -209,10 +208,10 @@ func (h *Handler) Handle(ctx context.Context, cmd *envelope.ContentReplicate) (o
 		return h.permanent(cmd, envelope.ReplicateReasonProviderDisabled,
 			fmt.Sprintf("no %q writer is enabled on this host for this alias", binding.Provider))
 	}
-	key, err := guard.ObjectKey(binding.Prefix, cmd.Destination)
+	key, err := ObjectKey(binding.Prefix, cmd.Destination)
 	if err != nil {
 		out := h.permanent(cmd, envelope.ReplicateReasonInvalidDestination, err.Error())
-		out.Err = fmt.Errorf("replicate: %w", err) // errors.Is guard.ErrInvalidDestination
+		out.Err = fmt.Errorf("replicate: %w", err) // errors.Is ErrInvalidDestination
 		return out
 	}
 	o, err := gcsObject(key, cmd.MediaType, cmd.ObjectOptions)

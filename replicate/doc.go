@@ -19,7 +19,7 @@
 //	provider_disabled    the command's provider is not the alias's, or the
 //	                     alias has no writer (gdrive and ia never do; gcs
 //	                     needs a client)
-//	invalid_destination  guard.ObjectKey refuses the destination under the
+//	invalid_destination  ObjectKey refuses the destination under the
 //	                     alias's prefix, or a gcs object option is not a
 //	                     string free of control characters
 //	invalid_source       the blob_uri is not what the Source mints for the

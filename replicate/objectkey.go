@@ -1,4 +1,4 @@
-package guard
+package replicate
 
 import (
 	"errors"
@@ -8,23 +8,17 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/replicator-go/replicator/internal/quote"
 )
 
 // ErrInvalidDestination is wrapped by every refusal of a replicate
 // destination (an object key) or of an alias prefix. The detail names the
 // rule and, bounded, the part of the key that broke it; it is the command's
 // own text, never a credential.
-var ErrInvalidDestination = errors.New("guard: invalid destination")
+var ErrInvalidDestination = errors.New("replicate: invalid destination")
 
 // MaxObjectKeyBytes bounds a joined object key: GCS refuses longer names,
 // and refusing here keeps the refusal ahead of any credential.
 const MaxObjectKeyBytes = 1024
-
-// maxShown bounds how much of a refused key an error carries: the error
-// becomes a fact's detail and a dead letter's reason.
-const maxShown = 120
 
 // CheckDestination reports whether destination is a usable rendered object
 // key, relative to an alias's root. It refuses, and never repairs:
@@ -167,11 +161,6 @@ func disallowed(seg string) string {
 		bad = bad[:8]
 	}
 	return string(bad)
-}
-
-func quoteBounded(s string) string {
-	q, _ := quote.Bounded(s, maxShown)
-	return q
 }
 
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }

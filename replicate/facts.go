@@ -41,9 +41,13 @@ func FailedFact(cmd *envelope.ContentReplicate, reason envelope.ReplicateReason,
 	return fact
 }
 
-// quoteBounded quotes a command's value for a detail, cut to a length a log
-// line and a fact can carry.
+// maxShown bounds how much of a command's value (a refused key, a source
+// URI) an error carries: the error becomes a fact's detail and a dead
+// letter's reason.
+const maxShown = 120
+
+// quoteBounded quotes a command's value for a detail, cut to maxShown.
 func quoteBounded(s string) string {
-	q, _ := quote.Bounded(s, 120)
+	q, _ := quote.Bounded(s, maxShown)
 	return q
 }

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-
-	"github.com/replicator-go/replicator/guard"
 )
 
 // FuzzParseBinding feeds the alias file's entry parser arbitrary JSON. It
@@ -41,7 +39,7 @@ func FuzzParseBinding(f *testing.F) {
 			if !validBucket(b.Bucket) {
 				t.Fatalf("accepted bucket %q", b.Bucket)
 			}
-			if err := guard.CheckPrefix(b.Prefix); err != nil || strings.HasPrefix(b.Prefix, "/") || strings.HasSuffix(b.Prefix, "/") {
+			if err := CheckPrefix(b.Prefix); err != nil || strings.HasPrefix(b.Prefix, "/") || strings.HasSuffix(b.Prefix, "/") {
 				t.Fatalf("accepted prefix %q (%v)", b.Prefix, err)
 			}
 		case ProviderGDrive, ProviderIA:

@@ -16,8 +16,8 @@ import (
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/internal/replicate"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/replicate"
 	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/local"
 )

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/internal/replicate"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/replicate"
 	"github.com/replicator-go/replicator/sink/local"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/replicator-go/replicator/internal/replicate"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/replicate"
 )
 
 const gcsEntry = `{"provider": "gcs", "bucket": "co-artifacts", "prefix": "replications"}`

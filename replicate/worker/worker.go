@@ -1,10 +1,10 @@
-// Package loop is the content.replicate consume loop: it reads
+// Package worker is the content.replicate consume loop: it reads
 // content_replicate commands with a consumer group and hands them to a
 // replicate.Handler, with the same fates, delivery ceiling, reclaim,
 // back-off and drain as the content.fetch loop, from the same code
 // (internal/consume). Facts go to content.artifacts, dead letters to
 // content.replicate.dlq (docs/replicate.md).
-package loop
+package worker
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/consume"
-	"github.com/replicator-go/replicator/internal/replicate"
+	"github.com/replicator-go/replicator/replicate"
 )
 
 // Defaults for Options fields left zero.

@@ -10,8 +10,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-
-	"github.com/replicator-go/replicator/guard"
 )
 
 // Providers a binding may name. Only gcs has a writer; a gdrive or ia
@@ -96,7 +94,7 @@ func (a *Aliases) Names() []string {
 //     entry that is not an object, a provider that is missing, not a
 //     string, or not gcs, gdrive or ia; for gcs a bucket that is missing or
 //     not a valid bucket name, or a prefix that is not a string or fails
-//     guard.CheckPrefix (slashes at its ends are dropped first).
+//     CheckPrefix (slashes at its ends are dropped first).
 //
 // Only the fields a binding declares (provider; for gcs, bucket and prefix)
 // are read. Any other member is dropped unread and never kept, and the log
@@ -206,7 +204,7 @@ func checkBinding(name string, b Binding) (Binding, error) {
 			return Binding{}, fmt.Errorf("replicate: alias %q: a gcs binding needs a valid bucket name, not %q", name, bounded(b.Bucket))
 		}
 		b.Prefix = strings.Trim(b.Prefix, "/")
-		if err := guard.CheckPrefix(b.Prefix); err != nil {
+		if err := CheckPrefix(b.Prefix); err != nil {
 			return Binding{}, fmt.Errorf("replicate: alias %q: %w", name, err)
 		}
 	case ProviderGDrive, ProviderIA:

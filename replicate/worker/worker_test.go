@@ -1,4 +1,4 @@
-package loop_test
+package worker_test
 
 import (
 	"bytes"
@@ -18,9 +18,9 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/internal/replicate"
-	"github.com/replicator-go/replicator/internal/replicate/loop"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/replicate"
+	"github.com/replicator-go/replicator/replicate/worker"
 	"github.com/replicator-go/replicator/sink/local"
 )
 
@@ -104,7 +104,7 @@ func (e *lenv) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	l := loop.New(e.client, h, loop.Options{
+	l := worker.New(e.client, h, worker.Options{
 		Stream: e.stream, Group: e.group, FactsStream: e.facts, DLQStream: e.dlq, DedupePrefix: e.dedupe,
 		Consumer: "w1", StartID: "0", ReadBlock: 50 * time.Millisecond, ClaimMinIdle: 300 * time.Millisecond,
 		MaxDeliveryAttempts: e.maxAtts, Logger: log,

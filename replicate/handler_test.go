@@ -18,9 +18,8 @@ import (
 	"google.golang.org/api/googleapi"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/guard"
-	"github.com/replicator-go/replicator/internal/replicate"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/replicate"
 	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/gcs"
 	"github.com/replicator-go/replicator/sink/sinktest"
@@ -465,7 +464,7 @@ func TestAnAliasCannotWriteOutsideItsBucket(t *testing.T) {
 	} {
 		out := h.Handle(context.Background(), viaPublic(dest))
 		if out.Kind != replicate.Permanent || out.Reason != envelope.ReplicateReasonInvalidDestination ||
-			!errors.Is(out.Err, guard.ErrInvalidDestination) {
+			!errors.Is(out.Err, replicate.ErrInvalidDestination) {
 			t.Errorf("destination %q: %v %s (%v), want invalid_destination", dest, out.Kind, out.Reason, out.Err)
 		}
 	}

@@ -1,4 +1,4 @@
-package guard_test
+package replicate_test
 
 import (
 	"errors"
@@ -6,8 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/replicate"
 )
 
 func TestObjectKeyAccepts(t *testing.T) {
@@ -26,18 +25,18 @@ func TestObjectKeyAccepts(t *testing.T) {
 		{name: "interior spaces", prefix: "p", destination: "Q4 report/final (v2).pdf", want: "p/Q4 report/final (v2).pdf"},
 		{name: "dots inside a segment", prefix: "p", destination: "a/..b/c../...", want: "p/a/..b/c../..."},
 		{name: "a prefix an operator may write", prefix: "reps:2026/ü", destination: "r.pdf", want: "reps:2026/ü/r.pdf"},
-		{name: "a key of exactly the limit", prefix: "p", destination: strings.Repeat("a", guard.MaxObjectKeyBytes-2), want: "p/" + strings.Repeat("a", guard.MaxObjectKeyBytes-2)},
+		{name: "a key of exactly the limit", prefix: "p", destination: strings.Repeat("a", replicate.MaxObjectKeyBytes-2), want: "p/" + strings.Repeat("a", replicate.MaxObjectKeyBytes-2)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := guard.ObjectKey(tc.prefix, tc.destination)
+			got, err := replicate.ObjectKey(tc.prefix, tc.destination)
 			if err != nil {
 				t.Fatalf("ObjectKey(%q, %q): %v", tc.prefix, tc.destination, err)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("ObjectKey mismatch (-want +got):\n%s", diff)
 			}
-			if err := guard.CheckDestination(tc.destination); err != nil {
+			if err := replicate.CheckDestination(tc.destination); err != nil {
 				t.Errorf("CheckDestination refused what ObjectKey accepted: %v", err)
 			}
 		})
@@ -90,7 +89,7 @@ func TestObjectKeyRefuses(t *testing.T) {
 		{name: "invalid UTF-8", destination: "a\xff.pdf", detail: `"\xff"`},
 		{name: "query-like", destination: "a.pdf?x=1#y", detail: `"#?"`},
 		{name: "at most eight characters named", destination: "!\"#$&'*/;<>?", detail: `"!\"#$&'*"`},
-		{name: "over the length limit", prefix: "p", destination: strings.Repeat("a", guard.MaxObjectKeyBytes-1), detail: "over 1024"},
+		{name: "over the length limit", prefix: "p", destination: strings.Repeat("a", replicate.MaxObjectKeyBytes-1), detail: "over 1024"},
 		{name: "prefix with a relative segment", prefix: "reps/..", destination: "r.pdf", detail: "alias prefix"},
 		{name: "prefix with an empty segment", prefix: "a//b", destination: "r.pdf", detail: "alias prefix"},
 		{name: "prefix with a control character", prefix: "a\x00b", destination: "r.pdf", detail: "alias prefix"},
@@ -99,8 +98,8 @@ func TestObjectKeyRefuses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			key, err := guard.ObjectKey(tc.prefix, tc.destination)
-			if !errors.Is(err, guard.ErrInvalidDestination) {
+			key, err := replicate.ObjectKey(tc.prefix, tc.destination)
+			if !errors.Is(err, replicate.ErrInvalidDestination) {
 				t.Fatalf("ObjectKey(%q, %q) = %q, %v; want ErrInvalidDestination", tc.prefix, tc.destination, key, err)
 			}
 			if key != "" {
@@ -109,7 +108,7 @@ func TestObjectKeyRefuses(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.detail) {
 				t.Errorf("error %q does not mention %q", err, tc.detail)
 			}
-			if !strings.HasPrefix(err.Error(), "guard: invalid destination: ") {
+			if !strings.HasPrefix(err.Error(), "replicate: invalid destination: ") {
 				t.Errorf("error %q lacks the prefix", err)
 			}
 		})
@@ -124,15 +123,15 @@ func TestObjectKeyRefusalIsBounded(t *testing.T) {
 		strings.Repeat("ü", 3000),
 		strings.Repeat("a/", 3000) + "{x}",
 	} {
-		_, err := guard.ObjectKey("p", dest)
-		if !errors.Is(err, guard.ErrInvalidDestination) {
+		_, err := replicate.ObjectKey("p", dest)
+		if !errors.Is(err, replicate.ErrInvalidDestination) {
 			t.Fatalf("want a refusal, got %v", err)
 		}
 		if len(err.Error()) > 400 {
 			t.Errorf("refusal is %d bytes long; want it bounded", len(err.Error()))
 		}
 	}
-	_, err := guard.ObjectKey(strings.Repeat("a", 3000)+"/..", "r")
+	_, err := replicate.ObjectKey(strings.Repeat("a", 3000)+"/..", "r")
 	if err == nil || len(err.Error()) > 400 {
 		t.Errorf("prefix refusal %v is not bounded", err)
 	}
