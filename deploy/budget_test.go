@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replicator-go/replicator/contentfetch/worker"
 	"github.com/replicator-go/replicator/fetch"
-	"github.com/replicator-go/replicator/fetch/worker"
+	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/sink/gcs"
 )
 
@@ -73,7 +74,7 @@ func TestShutdownBudget(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TimeoutStopSec=%q: want a whole number of seconds", unit["TimeoutStopSec"])
 	}
-	readBlock := setting(t, env, "REPLICATOR_READ_BLOCK_MS", time.Millisecond, worker.DefaultReadBlock)
+	readBlock := setting(t, env, "REPLICATOR_READ_BLOCK_MS", time.Millisecond, loop.DefaultReadBlock)
 	maxFetch := setting(t, env, "REPLICATOR_MAX_FETCH_SECONDS", time.Second, fetch.DefaultMaxFetchTime)
 	blob := setting(t, env, "REPLICATOR_BLOB_TIMEOUT_SECONDS", time.Second, gcs.DefaultTimeout)
 	need := readBlock + maxFetch + worker.DrainMargin + blob

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/testenv"
@@ -38,7 +39,7 @@ func BenchmarkHandle(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				if out := handler.Handle(ctx, cmd); out.Kind != fetch.Stored {
+				if out := handler.Handle(ctx, cmd, nil); out.Kind != contentfetch.Stored {
 					b.Fatalf("kind = %v (%v)", out.Kind, out.Err)
 				}
 			}
@@ -78,10 +79,10 @@ func BenchmarkHandle64MiBPeakHeap(b *testing.B) {
 				}
 			}
 		})
-		out := handler.Handle(context.Background(), cmd)
+		out := handler.Handle(context.Background(), cmd, nil)
 		close(stop)
 		wg.Wait()
-		if out.Kind != fetch.Stored || out.Fact.(*envelope.BlobAvailable).SizeBytes != size {
+		if out.Kind != contentfetch.Stored || out.Fact.(*envelope.BlobAvailable).SizeBytes != size {
 			b.Fatalf("kind = %v (%v)", out.Kind, out.Err)
 		}
 		if top > base {
@@ -91,12 +92,12 @@ func BenchmarkHandle64MiBPeakHeap(b *testing.B) {
 	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 }
 
-func benchHandler(b *testing.B) *fetch.Handler {
+func benchHandler(b *testing.B) *contentfetch.Handler {
 	blobs, err := local.New(local.Options{Dir: b.TempDir(), Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
 	f := fetch.New(fetch.Options{Guard: testGuard(), Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}), Logger: quiet})
 	b.Cleanup(f.Close)
-	return fetch.NewHandler(fetch.HandlerOptions{Fetcher: f, Sink: blobs, Logger: quiet})
+	return contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: f, Sink: blobs, Logger: quiet})
 }

@@ -12,14 +12,13 @@ import (
 	"github.com/replicator-go/replicator/sink"
 )
 
-// Class is what a failure means: whether the command it ends is closed for
-// good (Permanent, with the contract's reason token), may be tried again
-// (Transient), or failed in this worker in a way only an operator can mend
-// (Unclassified: tried again up to the delivery ceiling, then closed as
-// handler_error), and whether trying again soon could help.
+// Class is what a failure means: whether the same request would fail the
+// same way (Permanent, with the contract's reason token), and whether
+// trying again soon could help (Retry). A failure that is neither is
+// transient: it may heal later (the worker retries it through the stream).
 type Class struct {
-	// Kind is Permanent, Transient or Unclassified.
-	Kind Kind
+	// Permanent reports that asking again cannot succeed.
+	Permanent bool
 	// Reason is the failure token of a Permanent failure.
 	Reason envelope.Reason
 	// StatusCode is the final response's status for http_status.
@@ -27,15 +26,14 @@ type Class struct {
 	// Retry reports whether another attempt soon might succeed: the origin
 	// or the network failed (5xx, 408, 429, a failure on the wire, a failed
 	// lookup, a timeout). A certificate that failed verification, a body
-	// that does not decode, and a Transient failure of this process
-	// (parked, stopping, storage full or failing, the caller's
-	// cancellation, an unrecognised error) are retried by the worker
-	// through the stream, but not by Get, whose retries are seconds apart.
+	// that does not decode, and a failure of this process (storage full or
+	// failing, the caller's cancellation, an unrecognised error) may heal
+	// later, but not within Get's retries, seconds apart.
 	Retry bool
 }
 
-// Classify is the one classification of failures, shared by the Handler
-// (the outcome of a command), the worker (its fate) and Get (its retries):
+// Classify is the one classification of failures, shared by Get (its
+// retries) and the content.fetch handler (a command's outcome):
 //
 //	ErrURLRefused (a CheckURL hook)           Permanent  destination_refused
 //	ErrNotFetchable, guard.ErrInvalidHost     Permanent  not_fetchable
@@ -43,67 +41,64 @@ type Class struct {
 //	guard.ErrRefused                          Permanent  destination_refused
 //	ErrTooLarge                               Permanent  too_large
 //	*StatusError other than the below         Permanent  http_status
-//	*StatusError 5xx (500-599), 408, 429      Transient  Retry
-//	ErrNetwork, guard.ErrResolve,             Transient  Retry
+//	*StatusError 5xx (500-599), 408, 429      Retry
+//	ErrNetwork, guard.ErrResolve,             Retry
 //	  ErrTimeout, ErrDeadline
-//	ErrNetwork: a certificate that failed     Transient
+//	ErrNetwork: a certificate that failed     neither
 //	  verification
-//	ErrContentCoding                          Transient
-//	sink.ErrPermanent (a store refused for   Unclassified
-//	  good: a lost permission, a missing
-//	  bucket)
-//	ErrParked, ErrStopping, ErrStorageFull,   Transient
-//	  ErrStore, context.Canceled,
+//	ErrContentCoding                          neither
+//	sink.ErrPermanent (a store refused for    neither: only an operator can
+//	  good: a lost permission, a missing        mend it; the handler waits
+//	  bucket)                                   out the delivery ceiling
+//	ErrStorageFull, ErrStore,                 neither
+//	  context.Canceled,
 //	  context.DeadlineExceeded, anything else
 //
-// A 304 is not a failure (Result.NotModified). A panic in the Handler is
-// Unclassified too.
+// A 304 is not a failure (Result.NotModified).
 func Classify(err error) Class {
 	var status *StatusError
 	switch {
 	case errors.Is(err, ErrURLRefused):
 		// First: the hook's own error, also wrapped, may name any sentinel,
 		// and a refusal stays a refusal whatever it says.
-		return Class{Kind: Permanent, Reason: envelope.ReasonDestinationRefused}
+		return Class{Permanent: true, Reason: envelope.ReasonDestinationRefused}
 	case errors.Is(err, sink.ErrPermanent):
-		// The origin did nothing wrong, so no reason token fits; as in the
-		// reference, the command waits out the delivery ceiling (an
-		// operator's window to mend the grant) and then closes as
-		// handler_error instead of retrying silently for ever.
-		return Class{Kind: Unclassified}
+		// The origin did nothing wrong, so no reason token fits, and
+		// retrying will not help until an operator mends the grant.
+		return Class{}
 	case errors.Is(err, ErrNotFetchable), errors.Is(err, guard.ErrInvalidHost):
 		// A host with no ASCII form can never be dialed: the URL is as
 		// unusable as one that does not parse.
-		return Class{Kind: Permanent, Reason: envelope.ReasonNotFetchable}
+		return Class{Permanent: true, Reason: envelope.ReasonNotFetchable}
 	case errors.Is(err, guard.ErrInvalidOptions):
-		return Class{Kind: Permanent, Reason: envelope.ReasonInvalidRequestOptions}
+		return Class{Permanent: true, Reason: envelope.ReasonInvalidRequestOptions}
 	case errors.Is(err, guard.ErrRefused):
-		return Class{Kind: Permanent, Reason: envelope.ReasonDestinationRefused}
+		return Class{Permanent: true, Reason: envelope.ReasonDestinationRefused}
 	case errors.Is(err, ErrTooLarge):
-		return Class{Kind: Permanent, Reason: envelope.ReasonTooLarge}
+		return Class{Permanent: true, Reason: envelope.ReasonTooLarge}
 	case errors.As(err, &status):
 		if statusTransient(status.StatusCode) {
-			return Class{Kind: Transient, Retry: true}
+			return Class{Retry: true}
 		}
-		return Class{Kind: Permanent, Reason: envelope.ReasonHTTPStatus, StatusCode: status.StatusCode}
+		return Class{Permanent: true, Reason: envelope.ReasonHTTPStatus, StatusCode: status.StatusCode}
 	case errors.Is(err, ErrDeadline), errors.Is(err, ErrTimeout):
 		// The fetch's own bounds, told apart from the caller's below.
-		return Class{Kind: Transient, Retry: true}
+		return Class{Retry: true}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return Class{Kind: Transient}
+		return Class{}
 	case errors.Is(err, ErrContentCoding):
 		// Transient as httpx's decoding errors are for the reference; the
 		// same corrupt stream would come back in seconds.
-		return Class{Kind: Transient}
+		return Class{}
 	case errors.Is(err, ErrNetwork):
 		// A certificate that failed verification fails the same way again
 		// in seconds; the worker's retry, a reclaim later, may find it
 		// renewed.
-		return Class{Kind: Transient, Retry: !certificateRejected(err)}
+		return Class{Retry: !certificateRejected(err)}
 	case errors.Is(err, guard.ErrResolve):
-		return Class{Kind: Transient, Retry: true}
+		return Class{Retry: true}
 	}
-	return Class{Kind: Transient}
+	return Class{}
 }
 
 // statusTransient reports whether a final status may heal: a server error

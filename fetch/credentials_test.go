@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/testenv"
 )
@@ -125,11 +126,11 @@ func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
 			if retry {
 				// The worker retries through the stream: a second delivery
 				// is a second Handle.
-				if out := s.h.handle(t, cmd); out.Kind != fetch.Transient {
+				if out := s.h.handle(t, cmd); out.Kind != contentfetch.Transient {
 					t.Fatalf("first delivery: kind = %v (%v), want transient", out.Kind, out.Err)
 				}
 			}
-			if out := s.h.handle(t, cmd); out.Kind != fetch.Stored {
+			if out := s.h.handle(t, cmd); out.Kind != contentfetch.Stored {
 				t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 			}
 		}},

@@ -15,6 +15,7 @@ import (
 	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/sink"
@@ -128,7 +129,7 @@ func TestHandleStoresDecodedBodies(t *testing.T) {
 					wantAE = ae
 				}
 				out := h.handle(t, cmd)
-				if out.Kind != fetch.Stored {
+				if out.Kind != contentfetch.Stored {
 					t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 				}
 				fact := out.Fact.(*envelope.BlobAvailable)
@@ -159,7 +160,7 @@ func TestHandleRangeIsNotOfferedGzip(t *testing.T) {
 	h := newHarness(t, encodedOrigin([]byte("part"), http.StatusPartialContent), harnessOptions{})
 	cmd := command(h.url("origin.test", "/doc"))
 	cmd.Headers = map[string]string{"Range": "bytes=0-3"}
-	if out := h.handle(t, cmd); out.Kind != fetch.Stored {
+	if out := h.handle(t, cmd); out.Kind != contentfetch.Stored {
 		t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 	}
 	if got := h.origin.Requests()[0].Header.Values("Accept-Encoding"); len(got) != 0 {
@@ -193,17 +194,17 @@ func TestHandleDecodedSizeLimit(t *testing.T) {
 	tests := []struct {
 		name     string
 		handler  http.Handler
-		wantKind fetch.Kind
+		wantKind contentfetch.Kind
 	}{
-		{name: "encoded length over the limit, decoded within it", handler: encodedOrigin(stored0.Bytes(), 200, "gzip"), wantKind: fetch.Stored},
-		{name: "decoded over the limit (a stacked bomb)", handler: encodedOrigin(bomb, 200, "gzip, br"), wantKind: fetch.Permanent},
-		{name: "encoded over its bound, declared", handler: encodedOrigin(empties, 200, "deflate"), wantKind: fetch.Permanent},
+		{name: "encoded length over the limit, decoded within it", handler: encodedOrigin(stored0.Bytes(), 200, "gzip"), wantKind: contentfetch.Stored},
+		{name: "decoded over the limit (a stacked bomb)", handler: encodedOrigin(bomb, 200, "gzip, br"), wantKind: contentfetch.Permanent},
+		{name: "encoded over its bound, declared", handler: encodedOrigin(empties, 200, "deflate"), wantKind: contentfetch.Permanent},
 		{name: "encoded over its bound, undeclared", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Encoding", "deflate")
 			w.WriteHeader(200)
 			w.(http.Flusher).Flush()
 			w.Write(empties)
-		}), wantKind: fetch.Permanent},
+		}), wantKind: contentfetch.Permanent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -212,7 +213,7 @@ func TestHandleDecodedSizeLimit(t *testing.T) {
 			if out.Kind != tt.wantKind {
 				t.Fatalf("kind = %v (%v), want %v", out.Kind, out.Err, tt.wantKind)
 			}
-			if tt.wantKind == fetch.Permanent {
+			if tt.wantKind == contentfetch.Permanent {
 				if out.Reason != envelope.ReasonTooLarge || !errors.Is(out.Err, fetch.ErrTooLarge) {
 					t.Errorf("reason = %q, err = %v; want too_large", out.Reason, out.Err)
 				}
@@ -257,7 +258,7 @@ func TestHandleCorruptEncoding(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, encodedOrigin(tt.body, 200, tt.coding), harnessOptions{})
 			out := h.handle(t, command(h.url("origin.test", "/doc")))
-			if out.Kind != fetch.Transient {
+			if out.Kind != contentfetch.Transient {
 				t.Fatalf("kind = %v (%v), want transient", out.Kind, out.Err)
 			}
 			if !errors.Is(out.Err, fetch.ErrContentCoding) {

@@ -1,29 +1,28 @@
 // Package fetch fetches untrusted URLs safely and politely and streams the
 // bodies into a content-addressed sink. It is a library: it compiles no
-// Redis and no Prometheus code. Two layers, each usable on its own:
+// Redis and no Prometheus code.
 //
-//   - Fetcher performs one guarded, paced GET, following redirects itself.
-//     Fetcher.Fetch is one attempt; Fetcher.Get adds what a library caller
-//     wants on top (retries with jittered backoff, a conditional cache,
-//     document kind detection, a per-hop CheckURL); Fetcher.GetFeed finds
-//     and fetches the feed a page advertises.
-//   - Handler turns one decoded content_fetch command into exactly one
-//     Outcome: the fact to publish and the fate of the command.
+// A Fetcher performs one guarded, paced GET, following redirects itself.
+// Fetcher.Fetch is one attempt; Fetcher.Get adds what a library caller
+// wants on top (retries with jittered backoff, a conditional cache,
+// document kind detection, a per-hop CheckURL); Fetcher.GetFeed finds and
+// fetches the feed a page advertises.
 //
-// The consume loop that runs the Handler on a Redis stream is package
-// fetch/worker.
+// The content.fetch command semantics built on it (the handler, its
+// outcomes and facts) are package contentfetch; its consume loop is
+// contentfetch/worker.
 //
 // # One fetch
 //
 // For every hop, redirects included, in this order and before anything
 // reaches the origin: the URL must be http or https with a host
 // (ErrNotFetchable); the fetcher's Options.CheckURL, then the request's,
-// judge the URL (ErrURLRefused, never retried); the destination guard judges the host and every
-// address it resolves to (guard.ErrRefused), and judges again, at dial time,
-// the exact address being connected; before the first request only, a sink
-// over its ceiling refuses the fetch (ErrStorageFull); the host's politeness
-// window is waited for (a wait longer than Options.MaxWait parks the
-// command: ErrParked). Up to Options.MaxRedirects redirects are followed
+// judge the URL (ErrURLRefused, never retried); the destination guard
+// judges the host and every address it resolves to (guard.ErrRefused), and
+// judges again, at dial time, the exact address being connected; before the
+// first request only, a sink over its ceiling refuses the fetch
+// (ErrStorageFull); the host's politeness window is waited for (or spent by
+// Request.PacingWait). Up to Options.MaxRedirects redirects are followed
 // (10, so 11 requests in all); authorization and cookie go to a hop only
 // while every hop so far is on the requested URL's origin. A 2xx body
 // streams into the sink while it is hashed, up to Options.MaxBodyBytes
@@ -32,27 +31,12 @@
 //
 // # Classification
 //
-// Classify is the one classification of failures, shared by the Handler,
-// the worker and Get's retries (docs/taxonomy.md). The Handler maps what
-// happened onto the contract's outcomes:
-//
-//	refused headers or timeout_seconds      Permanent  invalid_request_options
-//	not http(s), no host, an 11th redirect, Permanent  not_fetchable
-//	  a host with no ASCII form
-//	a refused destination (any hop: the     Permanent  destination_refused
-//	  guard or Options.CheckURL)
-//	a body over the size limit              Permanent  too_large
-//	any other final status (412 included,   Permanent  http_status (+ status_code)
-//	  600 and above, a 3xx without a
-//	  usable Location)
-//	304                                     NotModified, fact not_modified
-//	2xx                                     Stored, fact blob_available
-//	5xx, 408, 429, network errors,          Transient  (no fact; retried through
-//	  timeouts, a body that does not                    the stream's reclaim)
-//	  decode, a failed or full store,
-//	  parked for politeness
-//	a panic; a store refused for good       Unclassified (handler_error at the
-//	  (sink.ErrPermanent)                               delivery ceiling)
+// Classify is the one classification of failures, shared by Get's
+// retries and the content.fetch handler (docs/taxonomy.md): Permanent with
+// the contract's reason token (a refused destination, a URL that is not
+// fetchable, a body over the limit, a final status that will not heal),
+// worth retrying soon (5xx, 408, 429, failures on the wire, timeouts), or
+// neither (a failure of this process, or one that heals only later).
 //
 // # Feed discovery
 //
@@ -65,8 +49,8 @@
 // http(s) are dropped, and at most MaxFeedLinks are kept. Up to
 // FeedOptions.MaxCandidates (3) links are tried in FeedOptions.Prefer's
 // order (atom, rss, jsonfeed, rdf, nwf), each a full Get, until one is a
-// feed. Credentials go to a link only when the page asked for, the page
-// found and the link share one origin. No link: ErrNoFeed; every link
+// feed. Credentials go to a link only when the page's fetch never left the
+// origin asked for and the link is on it too. No link: ErrNoFeed; every link
 // failing: a *FeedError naming each link and its error.
 //
 // # Compression

@@ -3,7 +3,6 @@ package fetch
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -22,13 +21,6 @@ var (
 	// ErrTooLarge means the body is larger than the size limit. Nothing was
 	// stored.
 	ErrTooLarge = errors.New("fetch: body too large")
-	// ErrParked means a host's politeness window is longer than the caller
-	// is willing to wait. Nothing reached the origin for that hop. The error
-	// is a *ParkedError telling when the host is due.
-	ErrParked = errors.New("fetch: parked for politeness")
-	// ErrStopping means the fetcher's Stop channel closed while a pacing
-	// wait was in progress; the wait was cut short and nothing was sent.
-	ErrStopping = errors.New("fetch: stopping")
 	// ErrStorageFull means the sink is over its total-size ceiling; no
 	// request was sent.
 	ErrStorageFull = errors.New("fetch: blob storage over its ceiling")
@@ -83,22 +75,6 @@ func (e *StatusError) Error() string {
 // server error, whatever its first digit: like any other status it is
 // permanent.
 func (e *StatusError) Transient() bool { return statusTransient(e.StatusCode) }
-
-// ParkedError is the detail of ErrParked.
-type ParkedError struct {
-	// Host is the host whose window is not yet open.
-	Host string
-	// Wait is how long until the host is due, measured at the decision.
-	Wait time.Duration
-}
-
-// Error names the host and how long until it is due.
-func (e *ParkedError) Error() string {
-	return "fetch: parked for politeness: " + e.Host + " is due in " + strconv.FormatInt(e.Wait.Milliseconds(), 10) + "ms"
-}
-
-// Unwrap makes errors.Is(err, ErrParked) true.
-func (e *ParkedError) Unwrap() error { return ErrParked }
 
 // networkError marks a failure on the wire with ErrNetwork while keeping the
 // message of the underlying error.

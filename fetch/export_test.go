@@ -8,5 +8,5 @@ import (
 // SetSleep replaces the sleep of f's clock for a test: pacing waits and
 // Get's waits between attempts go through it.
 func SetSleep(f *Fetcher, sleep func(ctx context.Context, d time.Duration) error) {
-	f.clock.sleep = func(ctx context.Context, _ <-chan struct{}, d time.Duration) error { return sleep(ctx, d) }
+	f.clock.sleep = sleep
 }

@@ -192,9 +192,6 @@ func (f *Fetcher) GetFeed(ctx context.Context, pageURL string, opts GetOptions, 
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if errors.Is(err, ErrStopping) {
-			return nil, err
-		}
 		failed.Links = append(failed.Links, &LinkError{URL: shown(u), Err: err})
 	}
 	return nil, failed

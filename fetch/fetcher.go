@@ -40,14 +40,12 @@ type Options struct {
 	// Pacer spaces requests per host. Nil means a policy.Local pacer with
 	// its default floor.
 	Pacer policy.Pacer
-	// Slots bounds concurrent requests. Nil means no bound.
-	Slots Slots
-	// MaxWait is the longest pacing wait a fetch sleeps through; a longer
-	// one returns a *ParkedError. Zero means wait as long as pacing asks.
-	MaxWait time.Duration
-	// Stop, when closed, cuts pacing waits short with ErrStopping. Requests
-	// already sent are not interrupted (cancel the context for that).
-	Stop <-chan struct{}
+	// MaxInFlight bounds the requests in flight at once, across every fetch
+	// of the Fetcher: a request holds its place from its pacing decision
+	// until its body is consumed, and a fetch waiting for its host's
+	// politeness window holds none, so waiting for one host never holds up
+	// another. Zero means no bound.
+	MaxInFlight int
 	// MaxBodyBytes bounds the bytes stored, counted after the content
 	// codings are removed (gzip, deflate, br, zstd), so a compression bomb
 	// stops at it. Zero means DefaultMaxBodyBytes.
@@ -84,9 +82,7 @@ type Options struct {
 type Fetcher struct {
 	guard        *guard.Guard
 	pacer        policy.Pacer
-	slots        Slots
-	maxWait      time.Duration
-	stop         <-chan struct{}
+	inFlight     inFlight
 	maxBody      int64
 	timeout      time.Duration
 	maxFetch     time.Duration
@@ -103,9 +99,6 @@ func New(opts Options) *Fetcher {
 	f := &Fetcher{
 		guard:        opts.Guard,
 		pacer:        opts.Pacer,
-		slots:        opts.Slots,
-		maxWait:      opts.MaxWait,
-		stop:         opts.Stop,
 		maxBody:      opts.MaxBodyBytes,
 		timeout:      opts.DefaultTimeout,
 		maxFetch:     opts.MaxFetchTime,
@@ -121,8 +114,8 @@ func New(opts Options) *Fetcher {
 	if f.pacer == nil {
 		f.pacer = policy.NewLocal(policy.LocalOptions{})
 	}
-	if f.slots == nil {
-		f.slots = noSlots{}
+	if opts.MaxInFlight > 0 {
+		f.inFlight = make(inFlight, opts.MaxInFlight)
 	}
 	if f.maxBody <= 0 {
 		f.maxBody = DefaultMaxBodyBytes
@@ -146,13 +139,10 @@ func New(opts Options) *Fetcher {
 	return f
 }
 
-// Slots returns the Slots the fetcher was given, nil when none.
-func (f *Fetcher) Slots() Slots {
-	if _, ok := f.slots.(noSlots); ok {
-		return nil
-	}
-	return f.slots
-}
+// InFlight returns how many requests are in flight and the bound on them
+// (Options.MaxInFlight; 0 when unbounded), for a gauge. Requests are
+// counted only under a bound.
+func (f *Fetcher) InFlight() (n, bound int) { return len(f.inFlight), cap(f.inFlight) }
 
 // MaxFetchTime returns the bound on a whole fetch in force.
 func (f *Fetcher) MaxFetchTime() time.Duration { return f.maxFetch }
@@ -184,6 +174,14 @@ type Request struct {
 	// CheckURL judges every hop of this fetch as Options.CheckURL does,
 	// after the fetcher's own; both must pass. Nil means none.
 	CheckURL func(ctx context.Context, u *url.URL) error
+	// PacingWait, when set, spends each wait for a hop's politeness window
+	// instead of sleeping: it is called with the host, how long this hop
+	// has waited so far and how much longer the pacer asks, and returns nil
+	// once it has waited that long, or an error that ends the fetch as it
+	// is, with nothing sent to the hop. A caller with other work can refuse
+	// long waits and come back when the host is due. Nil means sleep, cut
+	// short only by ctx (and MaxFetchTime).
+	PacingWait func(ctx context.Context, host string, waited, wait time.Duration) error
 }
 
 // Result describes the final response of a fetch.
@@ -219,7 +217,7 @@ func (r *Result) NotModified() bool { return r != nil && r.StatusCode == http.St
 // request's, judge it (ErrURLRefused); the guard judges the destination
 // (guard.ErrRefused); before the first request only, a sink over its
 // ceiling refuses the fetch (ErrStorageFull); the hop waits for its host's
-// politeness window (ErrParked, ErrStopping); then the request goes out.
+// politeness window (Request.PacingWait); then the request goes out.
 //
 // A final 2xx returns a Result with Blob set; a 304 returns a Result and a
 // nil error (see Result.NotModified); any other final status returns the
@@ -261,8 +259,11 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 			}
 		}
 		host := policy.HostKey(current.Hostname())
-		paced, spaced, err := f.admit(fetchCtx, host)
+		paced, spaced, err := f.admit(fetchCtx, host, req.PacingWait)
 		res.Paced += paced
+		if refusal, ok := err.(pacingRefusal); ok {
+			return nil, refusal.err
+		}
 		if err != nil {
 			return nil, f.ioError(ctx, fetchCtx, nil, current, err)
 		}
@@ -283,14 +284,14 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 		departed()
 		res.Requests++
 		if err != nil {
-			f.slots.Release()
+			f.inFlight.release()
 			return nil, f.ioError(ctx, fetchCtx, wd, current, err)
 		}
 		next, redirect := f.redirectTarget(current, resp)
 		if redirect {
 			drain(resp.Body)
 			wd.stop()
-			f.slots.Release()
+			f.inFlight.release()
 			if hop >= f.maxRedirects {
 				return nil, fmt.Errorf("%w: more than %d redirects from %s", ErrNotFetchable, f.maxRedirects, envelope.RedactURL(req.URL))
 			}
@@ -307,10 +308,11 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 		res.StatusCode = resp.StatusCode
 		res.Header = resp.Header
 		res.FetchedAt = f.clock.now()
-		// Deferred so that a sink that panics (the Handler recovers it)
-		// still gives the request slot back: a slot lost per panic would
-		// stall every host once as many panics as slots had happened.
-		defer f.slots.Release()
+		// Deferred so that a sink that panics (a caller may recover it)
+		// still gives the place in flight back: a place lost per panic
+		// would stall every host once as many panics as places had
+		// happened.
+		defer f.inFlight.release()
 		defer wd.stop()
 		return res, f.finish(ctx, fetchCtx, wd, host, current, resp, dst, res)
 	}
@@ -427,8 +429,7 @@ func (f *Fetcher) ioError(ctx, fetchCtx context.Context, wd *watchdog, u *url.UR
 	case wd != nil && wd.fired():
 		return fmt.Errorf("%w (%s) at %s", ErrTimeout, wd.d, shown(u))
 	}
-	var parked *ParkedError
-	if errors.As(err, &parked) || errors.Is(err, ErrStopping) || errors.Is(err, ErrNotFetchable) {
+	if errors.Is(err, ErrNotFetchable) {
 		return err
 	}
 	// With a watchdog the failure happened on the wire (dial, TLS, a reset,

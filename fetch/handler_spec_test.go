@@ -20,6 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
@@ -62,10 +63,10 @@ func TestHandleRefusesDeclaredLengthBeforeReading(t *testing.T) {
 			// The caller's deadline is shorter than the operation timeout only so
 			// that a fetcher which reads on fails in 10 s rather than 30.
 			start := time.Now()
-			out := h.Handle(specCtx(t, 10*time.Second), cmd)
+			out := h.Handle(specCtx(t, 10*time.Second), cmd, nil)
 			took := time.Since(start)
 
-			if out.Kind != fetch.Permanent || out.Reason != envelope.ReasonTooLarge || !errors.Is(out.Err, fetch.ErrTooLarge) {
+			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonTooLarge || !errors.Is(out.Err, fetch.ErrTooLarge) {
 				t.Fatalf("outcome = %v/%q (%v), want permanent/too_large", out.Kind, out.Reason, out.Err)
 			}
 			// Far below the 30 s operation timeout: the refusal came from the
@@ -94,7 +95,7 @@ func TestHandleRefusesDeclaredLengthBeforeReading(t *testing.T) {
 
 // TestFailedFactDetailIsBounded checks docs/streams.md, Payloads: a fetch_failed detail has a
 // "bounded length". However long the detail given, the fact's detail is at
-// most fetch.MaxDetailLength bytes and valid UTF-8, also when the bound
+// most contentfetch.MaxDetailLength bytes and valid UTF-8, also when the bound
 // falls inside a multi-byte character, and it keeps the start of the text.
 func TestFailedFactDetailIsBounded(t *testing.T) {
 	cmd := command("http://origin.test/")
@@ -109,40 +110,40 @@ func TestFailedFactDetailIsBounded(t *testing.T) {
 			detail string
 		}{name, detail})
 	}
-	add("ascii at the bound", strings.Repeat("a", fetch.MaxDetailLength))
-	add("ascii one over", strings.Repeat("a", fetch.MaxDetailLength+1))
-	add("ascii very long", strings.Repeat("a", 100*fetch.MaxDetailLength))
+	add("ascii at the bound", strings.Repeat("a", contentfetch.MaxDetailLength))
+	add("ascii one over", strings.Repeat("a", contentfetch.MaxDetailLength+1))
+	add("ascii very long", strings.Repeat("a", 100*contentfetch.MaxDetailLength))
 	// Shift each multi-byte character across the bound so that every byte
 	// offset inside it is, for some row, where a cut would fall.
 	for _, r := range []string{"é", "€", "𝄞"} {
 		for shift := range 8 {
-			prefix := strings.Repeat("a", fetch.MaxDetailLength-8+shift)
-			add(fmt.Sprintf("%q shifted %d", r, shift), prefix+strings.Repeat(r, fetch.MaxDetailLength))
+			prefix := strings.Repeat("a", contentfetch.MaxDetailLength-8+shift)
+			add(fmt.Sprintf("%q shifted %d", r, shift), prefix+strings.Repeat(r, contentfetch.MaxDetailLength))
 		}
 	}
-	add("all four-byte", strings.Repeat("𝄞", fetch.MaxDetailLength))
+	add("all four-byte", strings.Repeat("𝄞", contentfetch.MaxDetailLength))
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fact := fetch.FailedFact(cmd, envelope.ReasonHandlerError, tt.detail, 0, 0, at)
+			fact := contentfetch.FailedFact(cmd, envelope.ReasonHandlerError, tt.detail, 0, 0, at)
 			if fact.Detail == nil {
 				t.Fatal("detail = null, want the bounded text")
 			}
 			got := *fact.Detail
-			if len(got) > fetch.MaxDetailLength {
-				t.Errorf("detail is %d bytes, want at most %d", len(got), fetch.MaxDetailLength)
+			if len(got) > contentfetch.MaxDetailLength {
+				t.Errorf("detail is %d bytes, want at most %d", len(got), contentfetch.MaxDetailLength)
 			}
 			if !utf8.ValidString(got) {
 				t.Errorf("detail is not valid UTF-8: ...%q", got[max(0, len(got)-8):])
 			}
-			if len(tt.detail) <= fetch.MaxDetailLength {
+			if len(tt.detail) <= contentfetch.MaxDetailLength {
 				if got != tt.detail {
 					t.Errorf("a detail within the bound was changed: %d bytes -> %d", len(tt.detail), len(got))
 				}
 				return
 			}
 			// Bounded, not emptied: most of the text's start survives.
-			if common := commonPrefixLen(got, tt.detail); common < fetch.MaxDetailLength/2 {
+			if common := commonPrefixLen(got, tt.detail); common < contentfetch.MaxDetailLength/2 {
 				t.Errorf("detail keeps only %d bytes of the text's start", common)
 			}
 		})
@@ -152,13 +153,13 @@ func TestFailedFactDetailIsBounded(t *testing.T) {
 	// a 404 for a very long URL names that URL in its detail.
 	t.Run("through the handler", func(t *testing.T) {
 		h := newHarness(t, testenv.Status(http.StatusNotFound, nil, "gone"), harnessOptions{})
-		out := h.handle(t, command(h.url("origin.test", "/"+strings.Repeat("p", 8*fetch.MaxDetailLength))))
+		out := h.handle(t, command(h.url("origin.test", "/"+strings.Repeat("p", 8*contentfetch.MaxDetailLength))))
 		fact, ok := out.Fact.(*envelope.FetchFailed)
-		if out.Kind != fetch.Permanent || !ok {
+		if out.Kind != contentfetch.Permanent || !ok {
 			t.Fatalf("outcome = %v (%v), want permanent with a fact", out.Kind, out.Err)
 		}
-		if fact.Detail == nil || len(*fact.Detail) > fetch.MaxDetailLength || !utf8.ValidString(*fact.Detail) {
-			t.Errorf("detail = %d bytes (nil %v), want at most %d of valid UTF-8", len(deref(fact.Detail)), fact.Detail == nil, fetch.MaxDetailLength)
+		if fact.Detail == nil || len(*fact.Detail) > contentfetch.MaxDetailLength || !utf8.ValidString(*fact.Detail) {
+			t.Errorf("detail = %d bytes (nil %v), want at most %d of valid UTF-8", len(deref(fact.Detail)), fact.Detail == nil, contentfetch.MaxDetailLength)
 		}
 	})
 }
@@ -182,11 +183,11 @@ func TestHandleFetchedAtIsWhenTheBodyEnded(t *testing.T) {
 	)
 	h := newHarness(t, testenv.Trickle([]byte("slow "), every, chunks), harnessOptions{})
 	spy := &putSpy{Sink: h.sink, afterEOF: linger}
-	handler := fetch.NewHandler(fetch.HandlerOptions{Fetcher: h.fetcher, Sink: spy, Logger: quiet})
+	handler := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: h.fetcher, Sink: spy, Logger: quiet})
 
 	start := time.Now().Round(0) // wall clock, as the fact's times are
-	out := handler.Handle(specCtx(t, 30*time.Second), command(h.url("origin.test", "/slow")))
-	if out.Kind != fetch.Stored {
+	out := handler.Handle(specCtx(t, 30*time.Second), command(h.url("origin.test", "/slow")), nil)
+	if out.Kind != contentfetch.Stored {
 		t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 	}
 	fact := out.Fact.(*envelope.BlobAvailable)
@@ -242,7 +243,7 @@ func TestHandleNetworkErrorsAreTransient(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out := h.handle(t, command(tt.url))
-			if out.Kind != fetch.Transient {
+			if out.Kind != contentfetch.Transient {
 				t.Fatalf("outcome = %v/%q (%v), want transient", out.Kind, out.Reason, out.Err)
 			}
 			if out.Fact != nil {
@@ -313,8 +314,8 @@ func TestHandleDefaultHeadersOnTheWire(t *testing.T) {
 			before := len(origin.requests())
 			cmd := command(origin.url("origin.test", "/feed"))
 			cmd.Headers = tt.headers
-			out := h.Handle(specCtx(t, 30*time.Second), cmd)
-			if out.Kind != fetch.Stored {
+			out := h.Handle(specCtx(t, 30*time.Second), cmd, nil)
+			if out.Kind != contentfetch.Stored {
 				t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 			}
 			heads := origin.requests()
@@ -345,7 +346,7 @@ func TestHandleDefaultHeadersOnTheWire(t *testing.T) {
 // specHandler builds a Handler over a fetcher configured by opts, with the
 // test guard and no pacing floor unless opts says otherwise, storing into
 // dst.
-func specHandler(t *testing.T, opts fetch.Options, dst sink.Sink) *fetch.Handler {
+func specHandler(t *testing.T, opts fetch.Options, dst sink.Sink) *contentfetch.Handler {
 	t.Helper()
 	if opts.Guard == nil {
 		opts.Guard = testGuard()
@@ -358,7 +359,7 @@ func specHandler(t *testing.T, opts fetch.Options, dst sink.Sink) *fetch.Handler
 	}
 	f := fetch.New(opts)
 	t.Cleanup(f.Close)
-	return fetch.NewHandler(fetch.HandlerOptions{Fetcher: f, Sink: dst, Logger: quiet})
+	return contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: f, Sink: dst, Logger: quiet})
 }
 
 func specCtx(t *testing.T, d time.Duration) context.Context {
@@ -578,7 +579,7 @@ func TestRequestLineAndHost(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(origin.requests())
-			if out := h.Handle(specCtx(t, 30*time.Second), command(tt.url)); out.Kind != fetch.Stored {
+			if out := h.Handle(specCtx(t, 30*time.Second), command(tt.url), nil); out.Kind != contentfetch.Stored {
 				t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 			}
 			heads := origin.requests()

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
@@ -36,7 +37,7 @@ func TestHandleStoresBodyAndPublishesEnrichedFact(t *testing.T) {
 	before := time.Now()
 	cmd := command(h.url("origin.test", "/page"))
 	out := h.handle(t, cmd)
-	if out.Kind != fetch.Stored {
+	if out.Kind != contentfetch.Stored {
 		t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 	}
 	want := &envelope.BlobAvailable{
@@ -75,27 +76,27 @@ func TestHandleStatusClasses(t *testing.T) {
 		name       string
 		status     int
 		header     map[string]string
-		wantKind   fetch.Kind
+		wantKind   contentfetch.Kind
 		wantReason envelope.Reason
 		// wantInterval is the host's interval in force after the response,
 		// checked through the pacer; 0 means not escalated.
 		wantInterval time.Duration
 	}{
-		{name: "200", status: 200, wantKind: fetch.Stored},
-		{name: "203", status: 203, wantKind: fetch.Stored},
-		{name: "206", status: 206, wantKind: fetch.Stored},
-		{name: "304", status: 304, wantKind: fetch.NotModified, wantReason: envelope.ReasonNotModified},
-		{name: "404", status: 404, wantKind: fetch.Permanent, wantReason: envelope.ReasonHTTPStatus},
-		{name: "412", status: 412, wantKind: fetch.Permanent, wantReason: envelope.ReasonHTTPStatus},
-		{name: "410", status: 410, wantKind: fetch.Permanent, wantReason: envelope.ReasonHTTPStatus},
-		{name: "408", status: 408, wantKind: fetch.Transient},
-		{name: "500", status: 500, wantKind: fetch.Transient},
-		{name: "429 without Retry-After", status: 429, wantKind: fetch.Transient, wantInterval: 2 * time.Second},
-		{name: "429 delta-seconds", status: 429, header: map[string]string{"Retry-After": "7"}, wantKind: fetch.Transient, wantInterval: 7 * time.Second},
-		{name: "429 HTTP-date", status: 429, header: map[string]string{"Retry-After": httpDate}, wantKind: fetch.Transient, wantInterval: 29 * time.Second},
-		{name: "429 malformed", status: 429, header: map[string]string{"Retry-After": "1_0"}, wantKind: fetch.Transient, wantInterval: 2 * time.Second},
-		{name: "503", status: 503, wantKind: fetch.Transient, wantInterval: 2 * time.Second},
-		{name: "300 is not followed", status: 300, header: map[string]string{"Location": "/elsewhere"}, wantKind: fetch.Permanent, wantReason: envelope.ReasonHTTPStatus},
+		{name: "200", status: 200, wantKind: contentfetch.Stored},
+		{name: "203", status: 203, wantKind: contentfetch.Stored},
+		{name: "206", status: 206, wantKind: contentfetch.Stored},
+		{name: "304", status: 304, wantKind: contentfetch.NotModified, wantReason: envelope.ReasonNotModified},
+		{name: "404", status: 404, wantKind: contentfetch.Permanent, wantReason: envelope.ReasonHTTPStatus},
+		{name: "412", status: 412, wantKind: contentfetch.Permanent, wantReason: envelope.ReasonHTTPStatus},
+		{name: "410", status: 410, wantKind: contentfetch.Permanent, wantReason: envelope.ReasonHTTPStatus},
+		{name: "408", status: 408, wantKind: contentfetch.Transient},
+		{name: "500", status: 500, wantKind: contentfetch.Transient},
+		{name: "429 without Retry-After", status: 429, wantKind: contentfetch.Transient, wantInterval: 2 * time.Second},
+		{name: "429 delta-seconds", status: 429, header: map[string]string{"Retry-After": "7"}, wantKind: contentfetch.Transient, wantInterval: 7 * time.Second},
+		{name: "429 HTTP-date", status: 429, header: map[string]string{"Retry-After": httpDate}, wantKind: contentfetch.Transient, wantInterval: 29 * time.Second},
+		{name: "429 malformed", status: 429, header: map[string]string{"Retry-After": "1_0"}, wantKind: contentfetch.Transient, wantInterval: 2 * time.Second},
+		{name: "503", status: 503, wantKind: contentfetch.Transient, wantInterval: 2 * time.Second},
+		{name: "300 is not followed", status: 300, header: map[string]string{"Location": "/elsewhere"}, wantKind: contentfetch.Permanent, wantReason: envelope.ReasonHTTPStatus},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,13 +110,13 @@ func TestHandleStatusClasses(t *testing.T) {
 				t.Errorf("status = %d, want %d", out.StatusCode, tt.status)
 			}
 			switch tt.wantKind {
-			case fetch.Permanent, fetch.NotModified:
+			case contentfetch.Permanent, contentfetch.NotModified:
 				want := &envelope.FetchFailed{SchemaVersion: 1, CommandID: "01JCMD", URL: cmd.URL, InfoSourceID: "source-7",
 					Reason: tt.wantReason, Terminal: true, StatusCode: envelope.Ptr(tt.status)}
 				if diff := cmp.Diff(want, out.Fact, ignoreTimes); diff != "" {
 					t.Errorf("fact mismatch (-want +got):\n%s", diff)
 				}
-			case fetch.Transient:
+			case contentfetch.Transient:
 				if out.Fact != nil {
 					t.Errorf("transient outcome carries a fact: %#v", out.Fact)
 				}
@@ -172,7 +173,7 @@ func TestHandleRefusesBadRequestOptionsBeforeAnyRequest(t *testing.T) {
 			cmd := command(h.url("origin.test", "/"))
 			cmd.Headers, cmd.TimeoutSeconds = tt.headers, tt.timeout
 			out := h.handle(t, cmd)
-			if out.Kind != fetch.Permanent || out.Reason != envelope.ReasonInvalidRequestOptions {
+			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonInvalidRequestOptions {
 				t.Fatalf("outcome = %v/%q (%v), want permanent/invalid_request_options", out.Kind, out.Reason, out.Err)
 			}
 			if !errors.Is(out.Err, guard.ErrInvalidOptions) {
@@ -190,7 +191,7 @@ func TestHandleRefusesUnfetchableURLs(t *testing.T) {
 	for _, raw := range []string{"ftp://origin.test/x", "file:///etc/passwd", "http:///nohost", "mailto:a@b.test", "not a url at all", "http://[::1", "javascript:alert(1)", ""} {
 		t.Run(raw, func(t *testing.T) {
 			out := h.handle(t, command(raw))
-			if out.Kind != fetch.Permanent || out.Reason != envelope.ReasonNotFetchable {
+			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonNotFetchable {
 				t.Fatalf("outcome = %v/%q (%v), want permanent/not_fetchable", out.Kind, out.Reason, out.Err)
 			}
 		})
@@ -205,10 +206,10 @@ func TestHandleRefusesDeniedDestinations(t *testing.T) {
 	// A guard with no allow-list: loopback is denied like any private range.
 	strict := fetch.New(fetch.Options{Guard: guard.New(guard.Options{Resolver: guard.StaticResolver{Hosts: testHosts}})})
 	t.Cleanup(strict.Close)
-	strictHandler := fetch.NewHandler(fetch.HandlerOptions{Fetcher: strict, Sink: h.sink})
+	strictHandler := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: strict, Sink: h.sink})
 	tests := []struct {
 		name    string
-		handler *fetch.Handler
+		handler *contentfetch.Handler
 		url     string
 	}{
 		{name: "metadata address", handler: h.handler, url: "http://169.254.169.254/latest/meta-data/"},
@@ -220,8 +221,8 @@ func TestHandleRefusesDeniedDestinations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out := tt.handler.Handle(t.Context(), command(tt.url))
-			if out.Kind != fetch.Permanent || out.Reason != envelope.ReasonDestinationRefused {
+			out := tt.handler.Handle(t.Context(), command(tt.url), nil)
+			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonDestinationRefused {
 				t.Fatalf("outcome = %v/%q (%v), want permanent/destination_refused", out.Kind, out.Reason, out.Err)
 			}
 		})
@@ -255,19 +256,19 @@ func TestHandleRedirects(t *testing.T) {
 	tests := []struct {
 		name       string
 		path       string
-		wantKind   fetch.Kind
+		wantKind   contentfetch.Kind
 		wantReason envelope.Reason
 		wantStatus int
 		wantHits   int
 	}{
-		{name: "10 redirects are followed", path: "/chain/10", wantKind: fetch.Stored, wantStatus: 200, wantHits: 11},
-		{name: "the 11th redirect ends the fetch", path: "/chain/11", wantKind: fetch.Permanent, wantReason: envelope.ReasonNotFetchable, wantHits: 11},
-		{name: "redirect loop", path: "/loop/a", wantKind: fetch.Permanent, wantReason: envelope.ReasonNotFetchable, wantHits: 11},
-		{name: "3xx without Location is its status", path: "/no-location", wantKind: fetch.Permanent, wantReason: envelope.ReasonHTTPStatus, wantStatus: 302, wantHits: 1},
-		{name: "Location with a bad scheme", path: "/bad-scheme", wantKind: fetch.Permanent, wantReason: envelope.ReasonNotFetchable, wantHits: 1},
-		{name: "redirect to a denied address", path: "/to-metadata", wantKind: fetch.Permanent, wantReason: envelope.ReasonDestinationRefused, wantHits: 1},
-		{name: "redirect to a name resolving to a denied address", path: "/to-metadata-name", wantKind: fetch.Permanent, wantReason: envelope.ReasonDestinationRefused, wantHits: 1},
-		{name: "relative Location", path: "/relative", wantKind: fetch.Stored, wantStatus: 200, wantHits: 2},
+		{name: "10 redirects are followed", path: "/chain/10", wantKind: contentfetch.Stored, wantStatus: 200, wantHits: 11},
+		{name: "the 11th redirect ends the fetch", path: "/chain/11", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonNotFetchable, wantHits: 11},
+		{name: "redirect loop", path: "/loop/a", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonNotFetchable, wantHits: 11},
+		{name: "3xx without Location is its status", path: "/no-location", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonHTTPStatus, wantStatus: 302, wantHits: 1},
+		{name: "Location with a bad scheme", path: "/bad-scheme", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonNotFetchable, wantHits: 1},
+		{name: "redirect to a denied address", path: "/to-metadata", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonDestinationRefused, wantHits: 1},
+		{name: "redirect to a name resolving to a denied address", path: "/to-metadata-name", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonDestinationRefused, wantHits: 1},
+		{name: "relative Location", path: "/relative", wantKind: contentfetch.Stored, wantStatus: 200, wantHits: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -279,7 +280,7 @@ func TestHandleRedirects(t *testing.T) {
 			if hits := h.origin.Count() - before; hits != tt.wantHits {
 				t.Errorf("origin saw %d requests, want %d", hits, tt.wantHits)
 			}
-			if tt.wantKind == fetch.Stored {
+			if tt.wantKind == contentfetch.Stored {
 				got := out.Fact.(*envelope.BlobAvailable)
 				if want := h.url("origin.test", "/chain/0"); *got.FinalURL != want {
 					t.Errorf("final_url = %q, want %q", *got.FinalURL, want)
@@ -299,12 +300,12 @@ func TestHandleSizeLimit(t *testing.T) {
 	h := newHarness(t, mux, harnessOptions{fetch: fetch.Options{MaxBodyBytes: limit}})
 	tests := []struct {
 		path     string
-		wantKind fetch.Kind
+		wantKind contentfetch.Kind
 	}{
-		{"/with-length", fetch.Permanent},
-		{"/without-length", fetch.Permanent},
-		{"/bomb", fetch.Permanent},
-		{"/exact", fetch.Stored},
+		{"/with-length", contentfetch.Permanent},
+		{"/without-length", contentfetch.Permanent},
+		{"/bomb", contentfetch.Permanent},
+		{"/exact", contentfetch.Stored},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
@@ -312,7 +313,7 @@ func TestHandleSizeLimit(t *testing.T) {
 			if out.Kind != tt.wantKind {
 				t.Fatalf("kind = %v (%v), want %v", out.Kind, out.Err, tt.wantKind)
 			}
-			if tt.wantKind == fetch.Permanent {
+			if tt.wantKind == contentfetch.Permanent {
 				if out.Reason != envelope.ReasonTooLarge || !errors.Is(out.Err, fetch.ErrTooLarge) {
 					t.Errorf("reason = %q, err = %v; want too_large", out.Reason, out.Err)
 				}
@@ -330,7 +331,7 @@ func TestHandleDecompression(t *testing.T) {
 	h := newHarness(t, testenv.Gzipped(body), harnessOptions{})
 	t.Run("decoded when the worker asked for gzip", func(t *testing.T) {
 		out := h.handle(t, command(h.url("origin.test", "/")))
-		if out.Kind != fetch.Stored {
+		if out.Kind != contentfetch.Stored {
 			t.Fatalf("kind = %v (%v)", out.Kind, out.Err)
 		}
 		if got := stored(t, h.sink, out.Fact.(*envelope.BlobAvailable).ContentFingerprint); !bytes.Equal(got, body) {
@@ -344,7 +345,7 @@ func TestHandleDecompression(t *testing.T) {
 		cmd := command(h.url("origin.test", "/"))
 		cmd.Headers = map[string]string{"Accept-Encoding": "gzip"}
 		out := h.handle(t, cmd)
-		if out.Kind != fetch.Stored {
+		if out.Kind != contentfetch.Stored {
 			t.Fatalf("kind = %v (%v)", out.Kind, out.Err)
 		}
 		if got := stored(t, h.sink, out.Fact.(*envelope.BlobAvailable).ContentFingerprint); !bytes.Equal(got, body) {
@@ -375,7 +376,7 @@ func TestHandleTimeouts(t *testing.T) {
 			cmd.TimeoutSeconds = &tt.timeout
 			start := time.Now()
 			out := h.handle(t, cmd)
-			if out.Kind != fetch.Transient || !errors.Is(out.Err, tt.wantErr) {
+			if out.Kind != contentfetch.Transient || !errors.Is(out.Err, tt.wantErr) {
 				t.Fatalf("outcome = %v (%v), want transient %v", out.Kind, out.Err, tt.wantErr)
 			}
 			if took := time.Since(start); took > 5*time.Second {
@@ -399,7 +400,7 @@ func TestHandleMalformedResponses(t *testing.T) {
 	for _, path := range []string{"/bad-chunked", "/garbage"} {
 		t.Run(path, func(t *testing.T) {
 			out := h.handle(t, command(h.url("origin.test", path)))
-			if out.Kind != fetch.Transient {
+			if out.Kind != contentfetch.Transient {
 				t.Fatalf("kind = %v (%v), want transient", out.Kind, out.Err)
 			}
 		})
@@ -420,7 +421,7 @@ func TestHandleMalformedResponses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
 			out := h.handle(t, command(h.url("origin.test", tt.path)))
-			if out.Kind != fetch.Stored {
+			if out.Kind != contentfetch.Stored {
 				t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 			}
 			fact := out.Fact.(*envelope.BlobAvailable)
@@ -449,7 +450,7 @@ func TestHandleHeadersOnTheWire(t *testing.T) {
 	t.Run("issuer wins with one line", func(t *testing.T) {
 		cmd := command(h.url("origin.test", "/"))
 		cmd.Headers = map[string]string{"User-Agent": "  issuer/1.0 ", "X-Trace": "abc"}
-		if out := h.handle(t, cmd); out.Kind != fetch.Stored {
+		if out := h.handle(t, cmd); out.Kind != contentfetch.Stored {
 			t.Fatalf("kind = %v (%v)", out.Kind, out.Err)
 		}
 		got := h.origin.Requests()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
@@ -45,21 +46,24 @@ func testGuard() *guard.Guard {
 }
 
 type harness struct {
+	stop    <-chan struct{}
 	origin  *testenv.Origin
 	sink    *memory.Sink
 	pacer   *policy.Local
 	fetcher *fetch.Fetcher
-	handler *fetch.Handler
+	handler *contentfetch.Handler
 }
 
 type harnessOptions struct {
 	interval time.Duration // pacing floor for every host; 0 = none
 	fetch    fetch.Options // Guard and Pacer are filled in when nil
+	maxWait  time.Duration // the handler's MaxWait
+	stop     <-chan struct{}
 }
 
 func newHarness(t *testing.T, h http.Handler, o harnessOptions) *harness {
 	t.Helper()
-	hs := &harness{origin: testenv.StartOrigin(t, h), sink: memory.New(memory.Options{TTL: time.Hour})}
+	hs := &harness{stop: o.stop, origin: testenv.StartOrigin(t, h), sink: memory.New(memory.Options{TTL: time.Hour})}
 	interval := o.interval
 	hs.pacer = policy.NewLocal(policy.LocalOptions{DefaultInterval: spacing(interval)})
 	opts := o.fetch
@@ -74,18 +78,18 @@ func newHarness(t *testing.T, h http.Handler, o harnessOptions) *harness {
 	}
 	hs.fetcher = fetch.New(opts)
 	t.Cleanup(hs.fetcher.Close)
-	hs.handler = fetch.NewHandler(fetch.HandlerOptions{Fetcher: hs.fetcher, Sink: hs.sink, Logger: quiet})
+	hs.handler = contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: hs.fetcher, Sink: hs.sink, MaxWait: o.maxWait, Logger: quiet})
 	return hs
 }
 
 // url returns a URL on the origin under the given test hostname.
 func (h *harness) url(host, path string) string { return h.origin.URLFor(host, path) }
 
-func (h *harness) handle(t *testing.T, cmd *envelope.ContentFetch) fetch.Outcome {
+func (h *harness) handle(t *testing.T, cmd *envelope.ContentFetch) contentfetch.Outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return h.handler.Handle(ctx, cmd)
+	return h.handler.Handle(ctx, cmd, h.stop)
 }
 
 func command(url string) *envelope.ContentFetch {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/testenv"
 )
 
@@ -21,13 +21,13 @@ func TestHostsAreJudgedAsDialed(t *testing.T) {
 	port := h.origin.Port()
 	tests := []struct {
 		name, url  string
-		wantKind   fetch.Kind
+		wantKind   contentfetch.Kind
 		wantReason envelope.Reason
 		wantSent   int
 	}{
-		{name: "internationalised name", url: "http://bücher.test:" + port + "/", wantKind: fetch.Stored, wantSent: 1},
-		{name: "metadata address in circled digits", url: "http://①⑥⑨.②⑤④.①⑥⑨.②⑤④/", wantKind: fetch.Permanent, wantReason: envelope.ReasonDestinationRefused},
-		{name: "name with no ASCII form", url: "http://bücher-.test:" + port + "/", wantKind: fetch.Permanent, wantReason: envelope.ReasonNotFetchable},
+		{name: "internationalised name", url: "http://bücher.test:" + port + "/", wantKind: contentfetch.Stored, wantSent: 1},
+		{name: "metadata address in circled digits", url: "http://①⑥⑨.②⑤④.①⑥⑨.②⑤④/", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonDestinationRefused},
+		{name: "name with no ASCII form", url: "http://bücher-.test:" + port + "/", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonNotFetchable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,7 +47,7 @@ func TestHostsAreJudgedAsDialed(t *testing.T) {
 // internationalised name in another form is the same host to the pacer
 // (docs/politeness.md, Spacing: per host), so it cannot buy a second budget.
 func TestSpellingsOfOneHostShareItsPace(t *testing.T) {
-	h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{interval: time.Hour, fetch: fetch.Options{MaxWait: 10 * time.Millisecond}})
+	h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{interval: time.Hour, maxWait: 10 * time.Millisecond})
 	port := h.origin.Port()
 	for i, url := range []string{
 		"http://bücher.test:" + port + "/1",
@@ -55,15 +55,15 @@ func TestSpellingsOfOneHostShareItsPace(t *testing.T) {
 		"http://Bücher.TEST.:" + port + "/3",
 	} {
 		out := h.handle(t, command(url))
-		want := fetch.Transient
+		want := contentfetch.Transient
 		if i == 0 {
-			want = fetch.Stored
+			want = contentfetch.Stored
 		}
 		if out.Kind != want {
 			t.Fatalf("%s: outcome = %v (%v), want %v", url, out.Kind, out.Err, want)
 		}
 		if i > 0 {
-			var parked *fetch.ParkedError
+			var parked *contentfetch.ParkedError
 			if !errors.As(out.Err, &parked) || !strings.EqualFold(parked.Host, "xn--bcher-kva.test") {
 				t.Errorf("%s: error = %v, want parked on xn--bcher-kva.test", url, out.Err)
 			}

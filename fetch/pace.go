@@ -9,31 +9,17 @@ import (
 	"time"
 )
 
-// Slots bounds how many requests are in flight at once. A request holds a
-// slot from its pacing decision until its response body is consumed; a
-// command waiting for its host's window holds none, so waiting for one host
-// never starves another.
-//
-// Implementations are safe for concurrent use.
-type Slots interface {
-	// Acquire blocks until a slot is free or ctx ends.
-	Acquire(ctx context.Context) error
-	// Release frees a slot taken by Acquire.
-	Release()
-}
+// inFlight bounds the requests of a Fetcher in flight at once
+// (Options.MaxInFlight). A request holds a place from its pacing decision
+// until its response body is consumed; a fetch waiting for its host's
+// window holds none, so waiting for one host never starves another. A nil
+// inFlight bounds nothing.
+type inFlight chan struct{}
 
-// NewSlots returns Slots allowing n requests at once (n < 1 means 1). They
-// also report their Size and how many are InUse, for a worker's gauges.
-func NewSlots(n int) Slots {
-	if n < 1 {
-		n = 1
+func (s inFlight) acquire(ctx context.Context) error {
+	if s == nil {
+		return ctx.Err()
 	}
-	return semaphore(make(chan struct{}, n))
-}
-
-type semaphore chan struct{}
-
-func (s semaphore) Acquire(ctx context.Context) error {
 	select {
 	case s <- struct{}{}:
 		return nil
@@ -42,54 +28,56 @@ func (s semaphore) Acquire(ctx context.Context) error {
 	}
 }
 
-func (s semaphore) Release() { <-s }
-
-// Size is how many requests the slots allow at once.
-func (s semaphore) Size() int { return cap(s) }
-
-// InUse is how many slots are taken.
-func (s semaphore) InUse() int { return len(s) }
-
-type noSlots struct{}
-
-func (noSlots) Acquire(ctx context.Context) error { return ctx.Err() }
-func (noSlots) Release()                          {}
+func (s inFlight) release() {
+	if s != nil {
+		<-s
+	}
+}
 
 // admit waits until a request to host may go out and returns holding a
-// slot, with the time spent waiting for the host's window.
+// place in flight, with the time spent waiting for the host's window. The
+// waits are spent by pace (Request.PacingWait) or slept.
 //
-// The slot is taken before the pacing decision and the decision only ever
+// The place is taken before the pacing decision and the decision only ever
 // takes a slot that is due now, so the request leaves right after its
 // reservation is recorded: a reservation can never age while its request
-// waits for a slot, which would let the next request to the host follow too
-// closely. Losing a race for the window just means waiting again.
+// waits for a place, which would let the next request to the host follow
+// too closely. Losing a race for the window just means waiting again.
 //
 // spaced reports whether the host has an interval in force, so the caller
 // knows the request's departure is worth recording (see policy.Pacer.Sent).
-func (f *Fetcher) admit(ctx context.Context, host string) (paced time.Duration, spaced bool, err error) {
+func (f *Fetcher) admit(ctx context.Context, host string, pace func(ctx context.Context, host string, waited, wait time.Duration) error) (paced time.Duration, spaced bool, err error) {
 	start := f.clock.now()
 	for {
-		if err := f.slots.Acquire(ctx); err != nil {
+		if err := f.inFlight.acquire(ctx); err != nil {
 			return paced, false, err
 		}
 		r, err := f.pacer.Reserve(ctx, host, 0)
 		if err != nil {
-			f.slots.Release()
+			f.inFlight.release()
 			return paced, false, err
 		}
 		if r.OK {
 			return paced, r.Interval > 0, nil
 		}
-		f.slots.Release()
-		if f.maxWait > 0 && paced+r.Wait > f.maxWait {
-			return paced, false, &ParkedError{Host: host, Wait: r.Wait}
+		f.inFlight.release()
+		if pace == nil {
+			err = f.clock.sleep(ctx, r.Wait)
+		} else if err = pace(ctx, host, paced, r.Wait); err != nil && ctx.Err() == nil {
+			err = pacingRefusal{err}
 		}
-		if err := f.clock.sleep(ctx, f.stop, r.Wait); err != nil {
+		if err != nil {
 			return paced, false, err
 		}
 		paced = f.clock.now().Sub(start)
 	}
 }
+
+// pacingRefusal is an error of Request.PacingWait while the fetch was
+// still live: Fetch returns it as it is.
+type pacingRefusal struct{ err error }
+
+func (p pacingRefusal) Error() string { return p.err.Error() }
 
 // departureTrace reports the request's departure to the pacer once its
 // first bytes are written to the connection: a connect or TLS handshake can

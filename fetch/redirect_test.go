@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/internal/testenv"
 )
 
@@ -27,7 +27,7 @@ func TestEachHopIsPacedAgainstItsOwnHost(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, host := range []string{"a.test", "b.test"} {
 		wg.Go(func() {
-			if out := h.handle(t, command(h.url(host, "/start"))); out.Kind != fetch.Stored {
+			if out := h.handle(t, command(h.url(host, "/start"))); out.Kind != contentfetch.Stored {
 				t.Errorf("%s: kind = %v (%v)", host, out.Kind, out.Err)
 			}
 		})
@@ -50,12 +50,12 @@ func TestEachHopIsPacedAgainstItsOwnHost(t *testing.T) {
 // TestParkedWhenTheWindowIsLongerThanMaxWait checks that a fetch gives up
 // a long pacing wait without sending anything.
 func TestParkedWhenTheWindowIsLongerThanMaxWait(t *testing.T) {
-	h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{interval: time.Hour, fetch: fetch.Options{MaxWait: 50 * time.Millisecond}})
-	if out := h.handle(t, command(h.url("origin.test", "/"))); out.Kind != fetch.Stored {
+	h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{interval: time.Hour, maxWait: 50 * time.Millisecond})
+	if out := h.handle(t, command(h.url("origin.test", "/"))); out.Kind != contentfetch.Stored {
 		t.Fatalf("first: kind = %v (%v)", out.Kind, out.Err)
 	}
 	out := h.handle(t, command(h.url("origin.test", "/")))
-	if out.Kind != fetch.Transient || out.Park == nil {
+	if out.Kind != contentfetch.Transient || out.Park == nil {
 		t.Fatalf("second: kind = %v park = %v (%v), want transient with Park", out.Kind, out.Park, out.Err)
 	}
 	if out.Park.Host != "origin.test" || out.Park.Wait < 59*time.Minute {
@@ -70,11 +70,11 @@ func TestParkedWhenTheWindowIsLongerThanMaxWait(t *testing.T) {
 // once, with nothing sent.
 func TestStopCutsPacingShort(t *testing.T) {
 	stop := make(chan struct{})
-	h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{interval: time.Hour, fetch: fetch.Options{Stop: stop}})
+	h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{interval: time.Hour, stop: stop})
 	h.handle(t, command(h.url("origin.test", "/")))
 	time.AfterFunc(50*time.Millisecond, func() { close(stop) })
 	out := h.handle(t, command(h.url("origin.test", "/")))
-	if out.Kind != fetch.Transient {
+	if out.Kind != contentfetch.Transient {
 		t.Fatalf("kind = %v (%v), want transient", out.Kind, out.Err)
 	}
 	if n := h.origin.Count(); n != 1 {

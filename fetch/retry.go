@@ -88,8 +88,7 @@ type GetOptions struct {
 // every attempt, and the fetcher's limits (size, redirects, timeouts) hold.
 // The worker never uses Get: it retries through the stream instead.
 //
-// Between attempts Get waits (a pacing wait as well) until ctx ends or the
-// fetcher's Stop closes (ErrStopping).
+// Between attempts Get waits (a pacing wait as well) until ctx ends.
 //
 // An attempt that fails retryably (see Retryable) is retried up to
 // opts.Retries times, after a jittered backoff or, for a 429, the
@@ -150,7 +149,7 @@ func (f *Fetcher) Get(ctx context.Context, url string, opts GetOptions) (*Docume
 		}
 		wait := retryDelay(err, attempt-1, base, f.clock.now(), rand.Float64())
 		f.log.DebugContext(ctx, "retrying fetch", "url", envelope.RedactURL(url), "attempt", attempt, "wait_ms", wait.Milliseconds(), "error", err)
-		if err := f.clock.sleep(ctx, f.stop, wait); err != nil {
+		if err := f.clock.sleep(ctx, wait); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}

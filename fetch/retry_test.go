@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/testenv"
@@ -226,8 +227,8 @@ func TestRetryable(t *testing.T) {
 		want bool
 	}{
 		{name: "nil", err: nil, want: false},
-		{name: "parked for politeness", err: &fetch.ParkedError{Host: "a.test", Wait: time.Hour}, want: false},
-		{name: "stopping", err: fetch.ErrStopping, want: false},
+		{name: "parked for politeness", err: &contentfetch.ParkedError{Host: "a.test", Wait: time.Hour}, want: false},
+		{name: "stopping", err: contentfetch.ErrStopping, want: false},
 		{name: "storage full", err: fetch.ErrStorageFull, want: false},
 		{name: "store failed", err: fmt.Errorf("%w: disk full", fetch.ErrStore), want: false},
 		{name: "refused headers", err: fmt.Errorf("x: %w", guard.ErrInvalidOptions), want: false},

@@ -4,8 +4,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/testenv"
 )
 
@@ -18,7 +18,7 @@ func TestStatusesOutsideTheClasses(t *testing.T) {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			h := newHarness(t, testenv.Status(status, nil, "body"), harnessOptions{})
 			out := h.handle(t, command(h.url("origin.test", "/")))
-			if out.Kind != fetch.Permanent || out.Reason != envelope.ReasonHTTPStatus || out.StatusCode != status {
+			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonHTTPStatus || out.StatusCode != status {
 				t.Fatalf("outcome = %v/%q status %d (%v), want permanent http_status %d", out.Kind, out.Reason, out.StatusCode, out.Err, status)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/policy"
@@ -49,30 +50,30 @@ func TestHandleStoreRefusedForGood(t *testing.T) {
 	blobs := refusingGCS(t, "refusing", &refuse)
 	f := fetch.New(fetch.Options{Guard: testGuard(), Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}), Logger: quiet})
 	t.Cleanup(f.Close)
-	h := fetch.NewHandler(fetch.HandlerOptions{Fetcher: f, Sink: blobs, Logger: quiet})
+	h := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: f, Sink: blobs, Logger: quiet})
 
 	tests := []struct {
 		status        int
-		wantKind      fetch.Kind
+		wantKind      contentfetch.Kind
 		wantPermanent bool
 	}{
-		{status: http.StatusForbidden, wantKind: fetch.Unclassified, wantPermanent: true},
-		{status: http.StatusUnauthorized, wantKind: fetch.Unclassified, wantPermanent: true},
-		{status: http.StatusNotFound, wantKind: fetch.Unclassified, wantPermanent: true},
-		{status: http.StatusBadRequest, wantKind: fetch.Unclassified, wantPermanent: true},
-		{status: http.StatusServiceUnavailable, wantKind: fetch.Transient},
-		{status: http.StatusTooManyRequests, wantKind: fetch.Transient},
-		{status: 0, wantKind: fetch.Stored},
+		{status: http.StatusForbidden, wantKind: contentfetch.Unclassified, wantPermanent: true},
+		{status: http.StatusUnauthorized, wantKind: contentfetch.Unclassified, wantPermanent: true},
+		{status: http.StatusNotFound, wantKind: contentfetch.Unclassified, wantPermanent: true},
+		{status: http.StatusBadRequest, wantKind: contentfetch.Unclassified, wantPermanent: true},
+		{status: http.StatusServiceUnavailable, wantKind: contentfetch.Transient},
+		{status: http.StatusTooManyRequests, wantKind: contentfetch.Transient},
+		{status: 0, wantKind: contentfetch.Stored},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
 			refuse.Store(int64(tt.status))
 			cmd := command(origin.URLFor("origin.test", fmt.Sprintf("/doc/%d", tt.status)))
-			out := h.Handle(specCtx(t, 30*time.Second), cmd)
+			out := h.Handle(specCtx(t, 30*time.Second), cmd, nil)
 			if out.Kind != tt.wantKind {
 				t.Fatalf("kind = %v (%v), want %v", out.Kind, out.Err, tt.wantKind)
 			}
-			if tt.wantKind == fetch.Stored {
+			if tt.wantKind == contentfetch.Stored {
 				return
 			}
 			if out.Fact != nil || out.Reason != "" {
@@ -89,7 +90,8 @@ func TestHandleStoreRefusedForGood(t *testing.T) {
 }
 
 // TestClassifyStoreFailures pins the rows of the classification table for
-// stores: refused for good is Unclassified, anything else Transient.
+// stores: neither permanent nor worth retrying soon (the content.fetch
+// handler waits out the delivery ceiling for one refused for good).
 func TestClassifyStoreFailures(t *testing.T) {
 	tests := []struct {
 		name string
@@ -97,9 +99,9 @@ func TestClassifyStoreFailures(t *testing.T) {
 		want fetch.Class
 	}{
 		{name: "refused for good", err: fmt.Errorf("%w: %w", fetch.ErrStore, fmt.Errorf("gcs: upload: %w: 403", sink.ErrPermanent)),
-			want: fetch.Class{Kind: fetch.Unclassified}},
-		{name: "any other store failure", err: fmt.Errorf("%w: disk full", fetch.ErrStore), want: fetch.Class{Kind: fetch.Transient}},
-		{name: "the ceiling", err: fetch.ErrStorageFull, want: fetch.Class{Kind: fetch.Transient}},
+			want: fetch.Class{}},
+		{name: "any other store failure", err: fmt.Errorf("%w: disk full", fetch.ErrStore), want: fetch.Class{}},
+		{name: "the ceiling", err: fetch.ErrStorageFull, want: fetch.Class{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/sink/memory"
 )
@@ -26,12 +27,12 @@ func TestTimeoutBoundsEachOperation(t *testing.T) {
 		name               string
 		handshake, headers time.Duration
 		timeout            float64
-		want               fetch.Kind
+		want               contentfetch.Kind
 	}{
 		// Each step leaves 600 ms of the timeout for a loaded machine.
-		{name: "each step under the timeout, together over it", handshake: 900 * time.Millisecond, headers: 900 * time.Millisecond, timeout: 1.5, want: fetch.Stored},
-		{name: "handshake over the timeout", handshake: 1200 * time.Millisecond, timeout: 0.5, want: fetch.Transient},
-		{name: "headers over the timeout", headers: 1200 * time.Millisecond, timeout: 0.5, want: fetch.Transient},
+		{name: "each step under the timeout, together over it", handshake: 900 * time.Millisecond, headers: 900 * time.Millisecond, timeout: 1.5, want: contentfetch.Stored},
+		{name: "handshake over the timeout", handshake: 1200 * time.Millisecond, timeout: 0.5, want: contentfetch.Transient},
+		{name: "headers over the timeout", headers: 1200 * time.Millisecond, timeout: 0.5, want: contentfetch.Transient},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,16 +50,16 @@ func TestTimeoutBoundsEachOperation(t *testing.T) {
 			pool.AddCert(origin.Certificate())
 			f := fetch.New(fetch.Options{Guard: testGuard(), TLSConfig: &tls.Config{RootCAs: pool}, Logger: quiet})
 			t.Cleanup(f.Close)
-			h := fetch.NewHandler(fetch.HandlerOptions{Fetcher: f, Sink: memory.New(memory.Options{TTL: time.Hour}), Logger: quiet})
+			h := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: f, Sink: memory.New(memory.Options{TTL: time.Hour}), Logger: quiet})
 			_, port, _ := net.SplitHostPort(origin.Listener.Addr().String())
 			cmd := command("https://example.com:" + port + "/")
 			cmd.TimeoutSeconds = &tt.timeout
 
-			out := h.Handle(t.Context(), cmd)
+			out := h.Handle(t.Context(), cmd, nil)
 			if out.Kind != tt.want {
 				t.Fatalf("outcome = %v (%v), want %v", out.Kind, out.Err, tt.want)
 			}
-			if tt.want == fetch.Transient && !errors.Is(out.Err, fetch.ErrTimeout) {
+			if tt.want == contentfetch.Transient && !errors.Is(out.Err, fetch.ErrTimeout) {
 				t.Errorf("error = %v, want ErrTimeout", out.Err)
 			}
 		})

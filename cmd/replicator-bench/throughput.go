@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/replicator-go/replicator/fetch/worker"
+	"github.com/replicator-go/replicator/contentfetch/worker"
 )
 
 // The throughput variants, in the order they run.

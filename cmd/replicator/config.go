@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"net/netip"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/loop"
 )
 
 // errSetting marks a REPLICATOR_* value the worker cannot start with. main
@@ -376,13 +376,7 @@ var logLevels = map[string]slog.Level{
 // defaultConsumerName is replicator@<hostname>, as the reference names its
 // consumers, so two hosts never share a pending-entries list. A variable so
 // tests can pin it.
-var defaultConsumerName = func() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		h = "localhost"
-	}
-	return "replicator@" + h
-}
+var defaultConsumerName = loop.DefaultConsumer
 
 // loadConfig reads every REPLICATOR_* setting through lookup (os.LookupEnv
 // in production). An unset variable takes its default; a blank one means

@@ -16,6 +16,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
@@ -80,7 +81,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fetcher := fetch.New(fetch.Options{Guard: guard.New(gopts), MaxBodyBytes: *maxBytes, Logger: logger})
 	defer fetcher.Close()
-	handler := fetch.NewHandler(fetch.HandlerOptions{Fetcher: fetcher, Sink: blobs, Logger: logger})
+	handler := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: fetcher, Sink: blobs, Logger: logger})
 
 	cmd := &envelope.ContentFetch{
 		SchemaVersion: envelope.SchemaVersion,
@@ -93,13 +94,13 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *timeout != 0 {
 		cmd.TimeoutSeconds = timeout
 	}
-	out := handler.Handle(ctx, cmd)
+	out := handler.Handle(ctx, cmd, nil)
 	if err := printOutcome(stdout, out); err != nil {
 		fmt.Fprintf(stderr, "replicator fetch: %v\n", err)
 		return 1
 	}
 	switch out.Kind {
-	case fetch.Stored, fetch.NotModified:
+	case contentfetch.Stored, contentfetch.NotModified:
 		return 0
 	}
 	return 1
@@ -123,7 +124,7 @@ func guardOptions(allow []netip.Prefix, resolve string) (guard.Options, error) {
 
 // printOutcome writes the outcome's fact as indented JSON in its wire shape,
 // or, for outcomes without a fact, a small JSON object saying why.
-func printOutcome(w io.Writer, out fetch.Outcome) error {
+func printOutcome(w io.Writer, out contentfetch.Outcome) error {
 	var doc []byte
 	if out.Fact != nil {
 		fields, err := envelope.ToWire(out.Fact)

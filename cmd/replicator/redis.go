@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/contentfetch/worker"
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/replicate"
 )

@@ -6,9 +6,9 @@ import (
 	"log/slog"
 
 	"cloud.google.com/go/storage"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/replicate"
 	replicateworker "github.com/replicator-go/replicator/replicate/worker"
 	"github.com/replicator-go/replicator/sink"
@@ -21,7 +21,7 @@ import (
 // host's Application Default Credentials, is made only when an alias needs
 // one; if it cannot be made, those aliases' commands are refused
 // provider_disabled rather than failing the boot.
-func replicateLoop(ctx context.Context, cfg Config, client rueidis.Client, blobs sink.Sink, log *slog.Logger, reg prometheus.Registerer) (*replicateworker.Loop, func(), error) {
+func replicateLoop(ctx context.Context, cfg Config, loopCfg loop.Config, client rueidis.Client, blobs sink.Sink, log *slog.Logger) (*replicateworker.Worker, func(), error) {
 	src, ok := blobs.(replicate.Source)
 	if !ok {
 		return nil, nil, fmt.Errorf("replicate: the blob store cannot name its blobs")
@@ -50,19 +50,10 @@ func replicateLoop(ctx context.Context, cfg Config, client rueidis.Client, blobs
 	}
 	log.Info("content.replicate ready", "group", cfg.ReplicateConsumerGroup, "aliases", aliases.Names(),
 		"write_timeout_seconds", h.WriteTimeout().Seconds())
-	l := replicateworker.New(client, h, replicateworker.Options{
-		Group:                  cfg.ReplicateConsumerGroup,
-		Consumer:               cfg.ConsumerName,
-		StartID:                cfg.ConsumerStartID,
-		ReadBlock:              cfg.ReadBlock,
-		ClaimMinIdle:           cfg.ClaimMinIdle,
-		MaxDeliveryAttempts:    cfg.MaxDeliveryAttempts,
-		BackoffBase:            cfg.ErrorBackoffBase,
-		BackoffMax:             cfg.ErrorBackoffMax,
-		MaxConsecutiveFailures: cfg.MaxConsecutiveCycleFailures,
-		DedupeTTL:              cfg.DedupeTTL,
-		Logger:                 log,
-		Registerer:             reg,
+	l := replicateworker.New(client, replicateworker.Options{
+		Loop:    loopCfg,
+		Group:   cfg.ReplicateConsumerGroup,
+		Handler: h,
 	})
 	return l, closeGCS, nil
 }

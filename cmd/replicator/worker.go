@@ -20,10 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/contentfetch/worker"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
-	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/sink"
@@ -200,37 +201,22 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	fetcher := fetch.New(fetch.Options{
 		Guard:        guard.New(gopts),
 		Pacer:        pacer,
-		Slots:        fetch.NewSlots(cfg.Concurrency),
-		MaxWait:      cfg.ReadBlock,
-		Stop:         ctx.Done(),
+		MaxInFlight:  cfg.Concurrency,
 		MaxBodyBytes: cfg.MaxBlobBytes,
 		MaxFetchTime: cfg.MaxFetchTime,
 		Logger:       log,
 	})
 	defer fetcher.Close()
-	handler := fetch.NewHandler(fetch.HandlerOptions{
+	loopCfg := cfg.loop(log, reg)
+	fetchLoop := worker.New(client, worker.Options{
+		Loop:       loopCfg,
+		Group:      cfg.ConsumerGroup,
 		Fetcher:    fetcher,
 		Sink:       blobs,
 		MaxTimeout: cfg.MaxFetchTimeout,
-		Logger:     log,
+		MaxHeld:    cfg.MaxHeld,
 	})
-	fetchLoop := worker.New(client, handler, worker.Options{
-		Group:                  cfg.ConsumerGroup,
-		Consumer:               cfg.ConsumerName,
-		StartID:                cfg.ConsumerStartID,
-		ReadBlock:              cfg.ReadBlock,
-		ClaimMinIdle:           cfg.ClaimMinIdle,
-		MaxDeliveryAttempts:    cfg.MaxDeliveryAttempts,
-		BackoffBase:            cfg.ErrorBackoffBase,
-		BackoffMax:             cfg.ErrorBackoffMax,
-		MaxConsecutiveFailures: cfg.MaxConsecutiveCycleFailures,
-		DedupeTTL:              cfg.DedupeTTL,
-		Concurrency:            cfg.Concurrency,
-		MaxHeld:                cfg.MaxHeld,
-		Logger:                 log,
-		Registerer:             reg,
-	})
-	replLoop, closeGCS, err := replicateLoop(ctx, cfg, client, blobs, log, reg)
+	replLoop, closeGCS, err := replicateLoop(ctx, cfg, loopCfg, client, blobs, log)
 	if err != nil {
 		return err
 	}
@@ -404,4 +390,21 @@ func metricsMux(reg *prometheus.Registry, healthy func() bool, client rueidis.Cl
 		fmt.Fprintln(rw, "ok")
 	})
 	return mux
+}
+
+// loop is the consumer-group configuration both loops of the worker share.
+func (c Config) loop(log *slog.Logger, reg prometheus.Registerer) loop.Config {
+	return loop.Config{
+		Consumer:               c.ConsumerName,
+		StartID:                c.ConsumerStartID,
+		ReadBlock:              c.ReadBlock,
+		ClaimMinIdle:           c.ClaimMinIdle,
+		MaxDeliveryAttempts:    c.MaxDeliveryAttempts,
+		BackoffBase:            c.ErrorBackoffBase,
+		BackoffMax:             c.ErrorBackoffMax,
+		MaxConsecutiveFailures: c.MaxConsecutiveCycleFailures,
+		DedupeTTL:              c.DedupeTTL,
+		Logger:                 log,
+		Registerer:             reg,
+	}
 }

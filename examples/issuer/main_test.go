@@ -14,10 +14,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/contentfetch/worker"
 	"github.com/replicator-go/replicator/fetch"
-	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink/memory"
 )
@@ -52,15 +53,17 @@ func startWorker(t *testing.T, r *testenv.Redis, maxTimeout time.Duration) {
 	readBlock := 100 * time.Millisecond
 	quiet := slog.New(slog.DiscardHandler)
 	fetcher := fetch.New(fetch.Options{
-		Guard:   guard.New(guard.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}),
-		Pacer:   policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}),
-		Slots:   fetch.NewSlots(4),
-		MaxWait: readBlock,
-		Stop:    ctx.Done(),
-		Logger:  quiet,
+		Guard:       guard.New(guard.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}),
+		Pacer:       policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}),
+		MaxInFlight: 4,
+		Logger:      quiet,
 	})
-	handler := fetch.NewHandler(fetch.HandlerOptions{Fetcher: fetcher, Sink: memory.New(memory.Options{}), MaxTimeout: maxTimeout, Logger: quiet})
-	w := worker.New(client, handler, worker.Options{StartID: "0", ReadBlock: readBlock, Logger: quiet})
+	w := worker.New(client, worker.Options{
+		Loop:       loop.Config{StartID: "0", ReadBlock: readBlock, Logger: quiet},
+		Fetcher:    fetcher,
+		Sink:       memory.New(memory.Options{}),
+		MaxTimeout: maxTimeout,
+	})
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {

@@ -2,6 +2,7 @@ package consume
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -40,6 +41,28 @@ type Decoded[C any] struct {
 	Attrs []slog.Attr
 }
 
+// Refuse is the triage every capability gives a frame its decoder refused
+// with err: another model is foreign_payload, announced to nobody (any
+// command_id in it is another command's); an unsupported schema version
+// whose command could still be read (readable) is announced with the fact
+// unsupported builds, then dead-lettered; anything else is malformed_frame.
+// It returns false, leaving d as it is, when err is nil.
+func (d *Decoded[C]) Refuse(err error, readable bool, unsupported func() envelope.Model) bool {
+	if err == nil {
+		return false
+	}
+	d.Err = err
+	switch {
+	case errors.Is(err, envelope.ErrForeignPayload):
+		d.Refusal, d.Attrs = envelope.DLQForeignPayload, nil
+	case errors.Is(err, envelope.ErrUnsupportedVersion) && readable:
+		d.Refusal, d.Fact = string(envelope.ReasonUnsupportedSchemaVersion), unsupported()
+	default:
+		d.Refusal, d.Attrs = envelope.DLQMalformedFrame, nil
+	}
+	return true
+}
+
 // FateKind is what the loop writes for a handled command.
 type FateKind int
 
@@ -74,6 +97,15 @@ type Fate struct {
 	// Err says why, for Close, Retry and Unclassified. It must be safe to
 	// log.
 	Err error
+}
+
+// FateOf is the Fate of a handling whose outcome maps to kind (zero: none
+// of the others, so Unclassified, labelled "unclassified").
+func FateOf(kind FateKind, fact envelope.Model, outcome, reason string, err error) Fate {
+	if kind == 0 {
+		kind, outcome = Unclassified, "unclassified"
+	}
+	return Fate{Kind: kind, Fact: fact, Outcome: outcome, Reason: reason, Err: err}
 }
 
 // Capability is what one kind of command brings to a loop. Its methods are

@@ -11,6 +11,7 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/loop"
 )
 
 // nopCap is a capability whose every frame is a command; the tests below
@@ -27,8 +28,8 @@ func (nopCap) Observe(*Held[string], string)                              {}
 
 func testOptions() Options {
 	return Options{
-		Stream: "s", Group: "g", Consumer: "c", FactsStream: "f", DLQStream: "d", DedupePrefix: "k:",
-		Logger: slog.New(slog.DiscardHandler),
+		Config: loop.Config{Consumer: "c", Logger: slog.New(slog.DiscardHandler)},
+		Stream: "s", Group: "g", FactsStream: "f", DLQStream: "d", DedupePrefix: "k:",
 	}
 }
 

@@ -2,23 +2,14 @@ package consume
 
 import (
 	"context"
-	"log/slog"
-	"os"
 	"time"
+
+	"github.com/replicator-go/replicator/loop"
 )
 
-// Defaults for Options fields left zero: the defaults of the REPLICATOR_*
-// settings (REPLICATOR_READ_BLOCK_MS, REPLICATOR_CLAIM_MIN_IDLE_MS, … in the
-// README's Configuration).
+// Defaults for Options fields left zero; the shared settings default in
+// package loop.
 const (
-	DefaultStartID                = "$"
-	DefaultReadBlock              = 5 * time.Second
-	DefaultClaimMinIdle           = 60 * time.Second
-	DefaultMaxDeliveryAttempts    = 5
-	DefaultBackoffBase            = time.Second
-	DefaultBackoffMax             = 30 * time.Second
-	DefaultMaxConsecutiveFailures = 20
-	DefaultDedupeTTL              = 24 * time.Hour
 	// DefaultDrainTimeout bounds the drain when a loop is given none.
 	DefaultDrainTimeout = 2 * time.Minute
 	// DefaultMaxHeld bounds the commands in memory when a loop is given
@@ -29,53 +20,21 @@ const (
 // fateTimeout bounds the writes that give one command its fate.
 const fateTimeout = 10 * time.Second
 
-// DefaultConsumer returns the default consumer name, "replicator@<hostname>".
-func DefaultConsumer() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown"
-	}
-	return "replicator@" + host
-}
-
-// Options configures a Loop. Stream, Group, FactsStream, DLQStream and
-// DedupePrefix name the capability's keys and are required; for every
-// other field zero means the documented default.
+// Options configures a Loop: the shared loop.Config, and the capability's
+// keys (Stream, Group, FactsStream, DLQStream and DedupePrefix, all
+// required). For every other field zero means the documented default.
 type Options struct {
+	loop.Config
 	// Stream is the command stream.
 	Stream string
 	// Group is the consumer group.
 	Group string
-	// Consumer names this worker in the group; unique per running worker.
-	// Default DefaultConsumer().
-	Consumer string
-	// StartID is where a newly created group starts reading. Default "$".
-	StartID string
 	// FactsStream receives the facts.
 	FactsStream string
 	// DLQStream receives dead letters.
 	DLQStream string
 	// DedupePrefix prefixes each command_id's dedupe key.
 	DedupePrefix string
-	// ReadBlock is how long one XREADGROUP blocks. Default 5 s.
-	ReadBlock time.Duration
-	// ClaimMinIdle is how long an entry must be idle before XAUTOCLAIM
-	// takes it. Held commands are kept fresh at a third of it. Default
-	// 60 s.
-	ClaimMinIdle time.Duration
-	// MaxDeliveryAttempts is the delivery count at which an Unclassified
-	// failure is closed with the handler_error fact. Default 5.
-	MaxDeliveryAttempts int
-	// BackoffBase and BackoffMax bound the back-off between failed
-	// cycles: BackoffBase doubling up to BackoffMax. Defaults 1 s and 30 s.
-	BackoffBase time.Duration
-	BackoffMax  time.Duration
-	// MaxConsecutiveFailures is how many failed cycles in a row make Run
-	// return ErrBrokerUnavailable. Default 20.
-	MaxConsecutiveFailures int
-	// DedupeTTL is how long a handled command_id is remembered, rounded up
-	// to whole seconds. Default 24 h.
-	DedupeTTL time.Duration
 	// MaxHeld bounds the commands held in memory (waiting, handled or
 	// being closed). Default DefaultMaxHeld.
 	MaxHeld int
@@ -83,8 +42,6 @@ type Options struct {
 	// context is cancelled (they stay pending). Default
 	// DefaultDrainTimeout.
 	DrainTimeout time.Duration
-	// Logger receives the loop's lines. Nil means slog.Default().
-	Logger *slog.Logger
 	// Metrics counts what the loop does. Nil means no metrics.
 	Metrics *Metrics
 }
@@ -110,20 +67,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // withDefaults fills in every zero field.
 func (o Options) withDefaults() Options {
-	o.Consumer = Or(o.Consumer, DefaultConsumer())
-	o.StartID = Or(o.StartID, DefaultStartID)
-	o.ReadBlock = OrPositive(o.ReadBlock, DefaultReadBlock)
-	o.ClaimMinIdle = OrPositive(o.ClaimMinIdle, DefaultClaimMinIdle)
-	o.BackoffBase = OrPositive(o.BackoffBase, DefaultBackoffBase)
-	o.BackoffMax = max(OrPositive(o.BackoffMax, DefaultBackoffMax), o.BackoffBase)
-	o.DedupeTTL = OrPositive(o.DedupeTTL, DefaultDedupeTTL)
-	o.MaxDeliveryAttempts = OrPositive(o.MaxDeliveryAttempts, DefaultMaxDeliveryAttempts)
-	o.MaxConsecutiveFailures = OrPositive(o.MaxConsecutiveFailures, DefaultMaxConsecutiveFailures)
+	o.Config = o.Config.WithDefaults()
 	o.MaxHeld = OrPositive(o.MaxHeld, DefaultMaxHeld)
 	o.DrainTimeout = OrPositive(o.DrainTimeout, DefaultDrainTimeout)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
 	return o
 }
 

@@ -8,7 +8,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/consume"
+	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/replicate"
 )
 
@@ -34,97 +34,76 @@ const (
 	metricsPrefix = "replicator_replicate_"
 )
 
-// Options configures a Loop. Zero means the documented default; the
-// settings the content.fetch loop also has (Consumer, StartID, ReadBlock,
-// ClaimMinIdle, MaxDeliveryAttempts, the back-off, DedupeTTL) default as
-// it does.
+// Options configures a Worker. Handler is required; for every other field
+// zero means the documented default.
 type Options struct {
+	// Loop is the consumer-group configuration, shared with any other
+	// loop of the process.
+	Loop loop.Config
 	// Group is the consumer group on content.replicate. Default
 	// replicate.DefaultGroup.
-	Group    string
-	Consumer string
-	StartID  string
+	Group string
 	// Stream, FactsStream, DLQStream and DedupePrefix default to the
 	// replicate package's names.
 	Stream, FactsStream, DLQStream, DedupePrefix string
-	ReadBlock                                    time.Duration
-	ClaimMinIdle                                 time.Duration
-	MaxDeliveryAttempts                          int
-	BackoffBase, BackoffMax                      time.Duration
-	MaxConsecutiveFailures                       int
-	DedupeTTL                                    time.Duration
+	// Handler handles the commands.
+	Handler *replicate.Handler
 	// Concurrency is how many commands are handled at once. Default
 	// DefaultConcurrency.
 	Concurrency int
 	// MaxHeld bounds the commands in memory. Default 2 × Concurrency.
 	MaxHeld int
-	// DrainTimeout bounds the writes let finish at shutdown. Default
-	// replicate.DefaultWriteTimeout plus DrainMargin.
+	// DrainTimeout bounds the writes let finish at shutdown. Default the
+	// Handler's write timeout plus DrainMargin.
 	DrainTimeout time.Duration
-	// Logger receives one line per handled command and the loop's events.
-	// Nil means slog.Default().
-	Logger *slog.Logger
-	// Registerer receives the replicator_replicate_* metrics. Nil means no
-	// metrics.
-	Registerer prometheus.Registerer
 }
 
-// Loop consumes content.replicate. Create it with New.
-type Loop struct {
+// Worker consumes content.replicate. Create it with New.
+type Worker struct {
 	loop *consume.Loop[*envelope.ContentReplicate, replicate.Outcome]
 }
 
-// New returns a Loop that reads commands through client and hands them to
-// handler.
-func New(client rueidis.Client, handler *replicate.Handler, opts Options) *Loop {
+// New returns a Worker that reads commands through client and hands them to
+// opts.Handler.
+func New(client rueidis.Client, opts Options) *Worker {
 	o := opts
+	o.Loop = o.Loop.WithDefaults()
 	o.Concurrency = consume.OrPositive(o.Concurrency, DefaultConcurrency)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	handler := o.Handler
 	m := consume.NewMetrics(metricsPrefix)
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    metricsPrefix + "duration_seconds",
 		Help:    "Time to handle one content_replicate command, by outcome.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 	}, []string{"outcome"})
-	c := &capability{handler: handler, log: o.Logger, duration: duration}
+	c := &capability{handler: handler, log: o.Loop.Logger, duration: duration}
 	l := consume.New(client, c, consume.NewFIFO[*envelope.ContentReplicate, replicate.Outcome](o.Concurrency), consume.Options{
-		Stream:                 consume.Or(o.Stream, replicate.DefaultStream),
-		Group:                  consume.Or(o.Group, replicate.DefaultGroup),
-		Consumer:               o.Consumer,
-		StartID:                o.StartID,
-		FactsStream:            consume.Or(o.FactsStream, replicate.DefaultFactsStream),
-		DLQStream:              consume.Or(o.DLQStream, replicate.DefaultDLQStream),
-		DedupePrefix:           consume.Or(o.DedupePrefix, replicate.DefaultDedupePrefix),
-		ReadBlock:              o.ReadBlock,
-		ClaimMinIdle:           o.ClaimMinIdle,
-		MaxDeliveryAttempts:    o.MaxDeliveryAttempts,
-		BackoffBase:            o.BackoffBase,
-		BackoffMax:             o.BackoffMax,
-		MaxConsecutiveFailures: o.MaxConsecutiveFailures,
-		DedupeTTL:              o.DedupeTTL,
-		MaxHeld:                consume.OrPositive(o.MaxHeld, 2*o.Concurrency),
-		DrainTimeout:           consume.OrPositive(o.DrainTimeout, handler.WriteTimeout()+DrainMargin),
-		Logger:                 o.Logger,
-		Metrics:                m,
+		Config:       o.Loop,
+		Stream:       consume.Or(o.Stream, replicate.DefaultStream),
+		Group:        consume.Or(o.Group, replicate.DefaultGroup),
+		FactsStream:  consume.Or(o.FactsStream, replicate.DefaultFactsStream),
+		DLQStream:    consume.Or(o.DLQStream, replicate.DefaultDLQStream),
+		DedupePrefix: consume.Or(o.DedupePrefix, replicate.DefaultDedupePrefix),
+		MaxHeld:      consume.OrPositive(o.MaxHeld, 2*o.Concurrency),
+		DrainTimeout: consume.OrPositive(o.DrainTimeout, handler.WriteTimeout()+DrainMargin),
+		Metrics:      m,
 	})
-	if o.Registerer != nil {
-		m.Register(o.Registerer, o.Logger)
-		if err := o.Registerer.Register(duration); err != nil {
-			o.Logger.Warn("could not register a metric", "error", err)
+	if r := o.Loop.Registerer; r != nil {
+		m.Register(r, o.Loop.Logger)
+		if err := r.Register(duration); err != nil {
+			o.Loop.Logger.Warn("could not register a metric", "error", err)
 		}
 	}
-	return &Loop{loop: l}
+	return &Worker{loop: l}
 }
 
 // Run consumes commands until ctx is cancelled, as the content.fetch loop
 // does; see consume.Loop.Run.
-func (l *Loop) Run(ctx context.Context) error { return l.loop.Run(ctx) }
+func (w *Worker) Run(ctx context.Context) error { return w.loop.Run(ctx) }
 
 // Healthy reports whether the consumer group exists and Redis answered
 // recently.
-func (l *Loop) Healthy() bool { return l.loop.Healthy() }
+func (w *Worker) Healthy() bool { return w.loop.Healthy() }
 
 // capability is what content.replicate brings to the consume loop.
 type capability struct {
@@ -141,25 +120,20 @@ var _ consume.Capability[*envelope.ContentReplicate, replicate.Outcome] = (*capa
 // unsupported_schema_version on content.artifacts, then dead-lettered).
 func (c *capability) Decode(fields map[string]string) consume.Decoded[*envelope.ContentReplicate] {
 	cmd, err := envelope.DecodeReplicateCommand(fields)
-	d := consume.Decoded[*envelope.ContentReplicate]{Err: err}
+	var d consume.Decoded[*envelope.ContentReplicate]
 	if cmd != nil {
 		d.CommandID = cmd.CommandID
 		d.Attrs = []slog.Attr{slog.String("command_id", cmd.CommandID),
 			slog.String("credentials_alias", cmd.CredentialsAlias), slog.String("provider", cmd.Provider)}
 	}
-	switch {
-	case errors.Is(err, envelope.ErrForeignPayload):
-		d.Refusal, d.Attrs = envelope.DLQForeignPayload, nil
-	case errors.Is(err, envelope.ErrUnsupportedVersion) && cmd != nil:
-		d.Refusal = string(envelope.ReplicateReasonUnsupportedSchemaVersion)
+	if d.Refuse(err, cmd != nil, func() envelope.Model {
 		// occurred_at is stamped when the loop publishes it.
-		d.Fact = replicate.FailedFact(cmd, envelope.ReplicateReasonUnsupportedSchemaVersion,
+		return replicate.FailedFact(cmd, envelope.ReplicateReasonUnsupportedSchemaVersion,
 			fmt.Sprintf("schema_version=%d", cmd.SchemaVersion), 0, time.Time{})
-	case err != nil:
-		d.Refusal, d.Attrs = envelope.DLQMalformedFrame, nil
-	default:
-		d.Command = cmd
+	}) {
+		return d
 	}
+	d.Command = cmd
 	return d
 }
 
@@ -168,18 +142,15 @@ func (c *capability) Handle(ctx context.Context, cmd *envelope.ContentReplicate)
 }
 
 func (c *capability) Fate(out replicate.Outcome) consume.Fate {
-	f := consume.Fate{Fact: out.Fact, Outcome: out.Kind.String(), Reason: string(out.Reason), Err: out.Err}
-	switch out.Kind {
-	case replicate.Complete:
-		f.Kind = consume.Complete
-	case replicate.Permanent:
-		f.Kind = consume.Close
-	case replicate.Transient:
-		f.Kind = consume.Retry
-	default:
-		f.Kind, f.Outcome = consume.Unclassified, replicate.Unclassified.String()
-	}
-	return f
+	return consume.FateOf(fates[out.Kind], out.Fact, out.Kind.String(), string(out.Reason), out.Err)
+}
+
+// fates maps the Handler's outcomes to the loop's fates; any other kind is
+// unclassified.
+var fates = map[replicate.Kind]consume.FateKind{
+	replicate.Complete:  consume.Complete,
+	replicate.Permanent: consume.Close,
+	replicate.Transient: consume.Retry,
 }
 
 func (c *capability) HandlerError(cmd *envelope.ContentReplicate, attempts int, detail string, now time.Time) envelope.Model {

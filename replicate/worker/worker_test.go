@@ -19,6 +19,7 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/replicate"
 	"github.com/replicator-go/replicator/replicate/worker"
 	"github.com/replicator-go/replicator/sink/local"
@@ -104,10 +105,11 @@ func (e *lenv) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	l := worker.New(e.client, h, worker.Options{
+	l := worker.New(e.client, worker.Options{
+		Loop: loop.Config{Consumer: "w1", StartID: "0", ReadBlock: 50 * time.Millisecond, ClaimMinIdle: 300 * time.Millisecond,
+			MaxDeliveryAttempts: e.maxAtts, Logger: log},
 		Stream: e.stream, Group: e.group, FactsStream: e.facts, DLQStream: e.dlq, DedupePrefix: e.dedupe,
-		Consumer: "w1", StartID: "0", ReadBlock: 50 * time.Millisecond, ClaimMinIdle: 300 * time.Millisecond,
-		MaxDeliveryAttempts: e.maxAtts, Logger: log,
+		Handler: h,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel, e.done = cancel, make(chan error, 1)

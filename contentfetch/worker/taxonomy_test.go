@@ -13,8 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/replicator-go/replicator/contentfetch/worker"
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/sink/memory"
 )
@@ -251,7 +251,7 @@ func taxonomyRows() []taxonomyRow {
 		{
 			name: "unclassified: handler_error at the delivery ceiling",
 			so:   stackOptions{sink: panicSink{memory.New(memory.Options{})}},
-			wo:   func(o *worker.Options) { o.MaxDeliveryAttempts = 2 },
+			wo:   func(o *worker.Options) { o.Loop.MaxDeliveryAttempts = 2 },
 			run: func(t *testing.T, e *wenv) ([]envelope.Model, []string) {
 				cmd := e.command("c-bug", e.url("w.test", "/ok/c-bug"))
 				mid := e.addModel(cmd)

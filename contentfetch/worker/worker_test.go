@@ -17,11 +17,12 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/contentfetch/worker"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
-	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/memory"
@@ -176,13 +177,22 @@ type stack struct {
 	sink    sink.Sink
 	pacer   *recordingPacer
 	fetcher *fetch.Fetcher
-	handler *fetch.Handler
+}
+
+// with is wo running on this stack: its fetcher and sink, and so's
+// longest wait slept through as the loop's ReadBlock.
+func (s *stack) with(wo worker.Options, so stackOptions) worker.Options {
+	wo.Fetcher, wo.Sink = s.fetcher, s.sink
+	if so.maxWait > 0 {
+		wo.Loop.ReadBlock = so.maxWait
+	}
+	return wo
 }
 
 type stackOptions struct {
 	interval time.Duration            // default floor for every host
 	floors   map[string]time.Duration // per-host floors
-	maxWait  time.Duration            // the fetcher's MaxWait; default 5 s
+	maxWait  time.Duration            // the longest wait slept through: the loop's ReadBlock
 	sink     sink.Sink
 	maxBody  int64
 	slots    int
@@ -195,9 +205,8 @@ func (f floorMap) Floor(host string) (time.Duration, bool) {
 	return d, ok
 }
 
-// newStack builds the fetcher and handler the way a binary would: Slots,
-// MaxWait and Stop wired to the worker's context.
-func (e *wenv) newStack(stop <-chan struct{}, o stackOptions) *stack {
+// newStack builds the fetcher and sink the way a binary would.
+func (e *wenv) newStack(o stackOptions) *stack {
 	interval := o.interval
 	s := &stack{sink: o.sink}
 	if s.sink == nil {
@@ -207,24 +216,17 @@ func (e *wenv) newStack(stop <-chan struct{}, o stackOptions) *stack {
 		Pacer:  policy.NewLocal(policy.LocalOptions{DefaultInterval: spacing(interval), Floors: floorMap(o.floors)}),
 		grants: map[string][]grant{},
 	}
-	maxWait := o.maxWait
-	if maxWait == 0 {
-		maxWait = 5 * time.Second
-	}
 	s.fetcher = fetch.New(fetch.Options{
 		Guard: guard.New(guard.Options{
 			Allow:    []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 			Resolver: guard.StaticResolver{Hosts: workerHosts},
 		}),
 		Pacer:        s.pacer,
-		Slots:        fetch.NewSlots(max(o.slots, 4)),
-		MaxWait:      maxWait,
-		Stop:         stop,
+		MaxInFlight:  slotsOr4(o.slots),
 		MaxBodyBytes: o.maxBody,
 		Logger:       e.log,
 	})
 	e.t.Cleanup(s.fetcher.Close)
-	s.handler = fetch.NewHandler(fetch.HandlerOptions{Fetcher: s.fetcher, Sink: s.sink, Logger: e.log})
 	return s
 }
 
@@ -259,19 +261,21 @@ func (r *running) stop(t *testing.T) error {
 // workerOptions are the test defaults: this env's names, short timings.
 func (e *wenv) workerOptions() worker.Options {
 	return worker.Options{
+		Loop: loop.Config{
+			Consumer:     "w1",
+			StartID:      "0",
+			ReadBlock:    100 * time.Millisecond,
+			ClaimMinIdle: 200 * time.Millisecond,
+			BackoffBase:  20 * time.Millisecond,
+			BackoffMax:   100 * time.Millisecond,
+			Logger:       e.log,
+		},
 		Stream:       e.stream,
 		Group:        e.group,
-		Consumer:     "w1",
-		StartID:      "0",
 		FactsStream:  e.facts,
 		DLQStream:    e.dlq,
 		DedupePrefix: e.prefix,
-		ReadBlock:    100 * time.Millisecond,
-		ClaimMinIdle: 200 * time.Millisecond,
-		BackoffBase:  20 * time.Millisecond,
-		BackoffMax:   100 * time.Millisecond,
 		DrainTimeout: 5 * time.Second,
-		Logger:       e.log,
 	}
 }
 
@@ -279,8 +283,8 @@ func (e *wenv) workerOptions() worker.Options {
 func (e *wenv) start(so stackOptions, wo worker.Options) *running {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	st := e.newStack(ctx.Done(), so)
-	w := worker.New(e.client, st.handler, wo)
+	st := e.newStack(so)
+	w := worker.New(e.client, st.with(wo, so))
 	r := &running{worker: w, stack: st, cancel: cancel, finished: make(chan struct{})}
 	go func() {
 		r.err = w.Run(ctx)
@@ -509,37 +513,47 @@ func dlqReasons(dl []map[string]string) []string {
 }
 
 func TestWorkerOptionsDefaults(t *testing.T) {
-	slots := fetch.NewSlots(7)
-	f := fetch.New(fetch.Options{Slots: slots, MaxFetchTime: 30 * time.Second})
+	f := fetch.New(fetch.Options{MaxInFlight: 7, MaxFetchTime: 30 * time.Second})
 	defer f.Close()
-	h := fetch.NewHandler(fetch.HandlerOptions{Fetcher: f, Sink: memory.New(memory.Options{})})
-	got := worker.New(nil, h, worker.Options{Consumer: "c", Logger: discard}).Options()
+	blobs := memory.New(memory.Options{})
+	got := worker.New(nil, worker.Options{Loop: loop.Config{Consumer: "c", Logger: discard}, Fetcher: f, Sink: blobs}).Options()
 	want := worker.Options{
-		Stream:                 "content.fetch",
-		Group:                  "replicator.fetch",
-		Consumer:               "c",
-		StartID:                "$",
-		FactsStream:            "content.blobs",
-		DLQStream:              "content.fetch.dlq",
-		ReadBlock:              5 * time.Second,
-		ClaimMinIdle:           60 * time.Second,
-		MaxDeliveryAttempts:    5,
-		BackoffBase:            time.Second,
-		BackoffMax:             30 * time.Second,
-		MaxConsecutiveFailures: 20,
-		DedupeTTL:              86400 * time.Second,
-		DedupePrefix:           "replicator:cmd:fetch:",
-		Concurrency:            7,
-		MaxHeld:                112,
-		MaxHeldPerHost:         64,
-		MaxActivePerHost:       4,
-		DrainTimeout:           40 * time.Second,
-		Logger:                 discard,
+		Loop: loop.Config{
+			Consumer:               "c",
+			StartID:                "$",
+			ReadBlock:              5 * time.Second,
+			ClaimMinIdle:           60 * time.Second,
+			MaxDeliveryAttempts:    5,
+			BackoffBase:            time.Second,
+			BackoffMax:             30 * time.Second,
+			MaxConsecutiveFailures: 20,
+			DedupeTTL:              86400 * time.Second,
+			Logger:                 discard,
+		},
+		Stream:           "content.fetch",
+		Group:            "replicator.fetch",
+		FactsStream:      "content.blobs",
+		DLQStream:        "content.fetch.dlq",
+		DedupePrefix:     "replicator:cmd:fetch:",
+		Fetcher:          f,
+		Sink:             blobs,
+		MaxHeld:          112,
+		MaxHeldPerHost:   64,
+		MaxActivePerHost: 4,
+		DrainTimeout:     40 * time.Second,
 	}
-	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(worker.Options{}), cmpopts.EquateComparable(slog.Logger{})); diff != "" {
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(worker.Options{}), cmpopts.EquateComparable(slog.Logger{}, f, blobs)); diff != "" {
 		t.Errorf("defaults mismatch (-want +got):\n%s", diff)
 	}
-	if c := worker.DefaultConsumer(); !strings.HasPrefix(c, "replicator@") {
+	if c := loop.DefaultConsumer(); !strings.HasPrefix(c, "replicator@") {
 		t.Errorf("DefaultConsumer() = %q, want replicator@<hostname>", c)
 	}
+}
+
+// slotsOr4 is a stack's requests in flight: 4 unless the test says.
+func slotsOr4(n int) int {
+	if n <= 0 {
+		return 4
+	}
+	return n
 }

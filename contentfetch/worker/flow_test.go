@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/replicator-go/replicator/contentfetch/worker"
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/memory"
@@ -111,7 +111,7 @@ func (panicSink) Put(context.Context, io.Reader, int64) (sink.Blob, error) { pan
 func TestWorkerUnclassifiedReachesDeliveryCeiling(t *testing.T) {
 	e := newEnv(t, standalone(t, testenv.StartRedis(t)).client, http.HandlerFunc(okBody))
 	wo := e.workerOptions()
-	wo.MaxDeliveryAttempts = 3
+	wo.Loop.MaxDeliveryAttempts = 3
 	e.start(stackOptions{sink: panicSink{memory.New(memory.Options{})}}, wo)
 	cmd := e.command("c-bug", e.url("w.test", "/bug"))
 	id := e.addModel(cmd)
@@ -258,8 +258,8 @@ func TestWorkerSurvivesRedisRestart(t *testing.T) {
 				okBody(w, req)
 			}))
 			wo := e.workerOptions()
-			wo.MaxConsecutiveFailures = 1000
-			wo.ClaimMinIdle = 300 * time.Millisecond
+			wo.Loop.MaxConsecutiveFailures = 1000
+			wo.Loop.ClaimMinIdle = 300 * time.Millisecond
 			run := e.start(stackOptions{}, wo)
 
 			for _, id := range []string{"c1", "c2", "c3"} {
@@ -317,9 +317,9 @@ func TestWorkerGivesUpWhenRedisIsGone(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			e := newEnv(t, b.client, http.HandlerFunc(okBody))
 			wo := e.workerOptions()
-			wo.BackoffBase = 10 * time.Millisecond
-			wo.BackoffMax = 40 * time.Millisecond
-			wo.MaxConsecutiveFailures = 5
+			wo.Loop.BackoffBase = 10 * time.Millisecond
+			wo.Loop.BackoffMax = 40 * time.Millisecond
+			wo.Loop.MaxConsecutiveFailures = 5
 			run := e.start(stackOptions{}, wo)
 			eventually(t, 10*time.Second, "the worker to be healthy", run.worker.Healthy)
 			b.stop()
@@ -349,7 +349,7 @@ func TestWorkerShutdown(t *testing.T) {
 					okBody(w, r)
 				}))
 				wo := e.workerOptions()
-				wo.Consumer = "a"
+				wo.Loop.Consumer = "a"
 				wo.DrainTimeout = 300 * time.Millisecond
 				run := e.start(stackOptions{}, wo)
 				id := e.addModel(e.command("c-slow", e.url("w.test", "/slow")))
@@ -370,7 +370,7 @@ func TestWorkerShutdown(t *testing.T) {
 				}
 
 				close(release)
-				wo.Consumer = "b"
+				wo.Loop.Consumer = "b"
 				e.start(stackOptions{}, wo)
 				facts := e.waitFacts(1, 15*time.Second)
 				e.waitSettled(10 * time.Second)
@@ -382,8 +382,8 @@ func TestWorkerShutdown(t *testing.T) {
 			t.Run("idle, in a long blocking read", func(t *testing.T) {
 				e := newEnv(t, b.client, nil)
 				wo := e.workerOptions()
-				wo.ReadBlock = 30 * time.Second
-				wo.ClaimMinIdle = time.Minute
+				wo.Loop.ReadBlock = 30 * time.Second
+				wo.Loop.ClaimMinIdle = time.Minute
 				run := e.start(stackOptions{}, wo)
 				eventually(t, 10*time.Second, "the worker to be healthy", run.worker.Healthy)
 				eventually(t, 10*time.Second, "the worker to block in a read", func() bool {
@@ -487,7 +487,7 @@ func TestWorkerMetrics(t *testing.T) {
 	e := newEnv(t, standalone(t, testenv.StartRedis(t)).client, taxonomyOrigin())
 	reg := prometheus.NewRegistry()
 	wo := e.workerOptions()
-	wo.Registerer = reg
+	wo.Loop.Registerer = reg
 	e.start(stackOptions{}, wo)
 	e.addModel(e.command("c-ok", e.url("w.test", "/ok/m")))
 	e.addModel(e.command("c-404", e.url("w.test", "/missing")))

@@ -4,8 +4,8 @@ import (
 	"container/heap"
 	"time"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/consume"
 	"github.com/replicator-go/replicator/policy"
 )
@@ -99,7 +99,7 @@ type scheduler struct {
 	wakes wakeHeap
 }
 
-var _ consume.Scheduler[*task, fetch.Outcome] = (*scheduler)(nil)
+var _ consume.Scheduler[*task, contentfetch.Outcome] = (*scheduler)(nil)
 
 func newScheduler(maxHeldPerHost, maxActivePerHost int, parked func(*held, string, time.Duration)) *scheduler {
 	return &scheduler{
@@ -277,7 +277,7 @@ func (s *scheduler) Wake() time.Time {
 // back to the queue of the host it waits for (a redirect's, perhaps), in
 // its arrival place, unless that host is full or requeue is false; then
 // Done returns true and the command stays held.
-func (s *scheduler) Done(h *held, out fetch.Outcome, requeue bool, now time.Time) bool {
+func (s *scheduler) Done(h *held, out contentfetch.Outcome, requeue bool, now time.Time) bool {
 	t := h.Command
 	q := t.q
 	q.active--
@@ -289,7 +289,7 @@ func (s *scheduler) Done(h *held, out fetch.Outcome, requeue bool, now time.Time
 		q.paced = out.Result.Paced > 0
 	}
 	s.markDirty(q)
-	if !requeue || out.Kind != fetch.Transient || out.Park == nil {
+	if !requeue || out.Kind != contentfetch.Transient || out.Park == nil {
 		return false
 	}
 	host := policy.HostKey(out.Park.Host)

@@ -81,7 +81,7 @@ func TestWorkerFairness(t *testing.T) {
 
 	so := stackOptions{floors: map[string]time.Duration{"slow.test": time.Second}, slots: 16}
 	wo := e.workerOptions()
-	wo.ClaimMinIdle = 30 * time.Second // the overflow is not reclaimed during the test
+	wo.Loop.ClaimMinIdle = 30 * time.Second // the overflow is not reclaimed during the test
 	start := time.Now()
 	run := e.start(so, wo)
 	var took time.Duration
@@ -138,7 +138,7 @@ func TestWorkerFairnessWhenFull(t *testing.T) {
 			cmds = append(cmds, e.command("c-fast", e.url("fast.test", "/now")))
 			e.addMany(cmds)
 			wo := e.workerOptions()
-			wo.ClaimMinIdle = 30 * time.Second // the overflow is not reclaimed during the test
+			wo.Loop.ClaimMinIdle = 30 * time.Second // the overflow is not reclaimed during the test
 			wo.MaxHeld = tc.maxHeld
 			start := time.Now()
 			run := e.start(stackOptions{floors: floors, slots: tc.slots, maxWait: tc.maxWait}, wo)
@@ -175,7 +175,7 @@ func TestWorkerParkedHostKeepsItsRate(t *testing.T) {
 	e := newEnv(t, standalone(t, testenv.StartRedis(t)).client, http.HandlerFunc(okBody))
 	so := stackOptions{floors: map[string]time.Duration{"paced.test": interval}, maxWait: 50 * time.Millisecond}
 	wo := e.workerOptions()
-	wo.ReadBlock = 50 * time.Millisecond
+	wo.Loop.ReadBlock = 50 * time.Millisecond
 	run := e.start(so, wo)
 	cmds := make([]*envelope.ContentFetch, n)
 	for i := range cmds {
@@ -209,11 +209,11 @@ func TestWorkerKeepsParkedCommandsOwned(t *testing.T) {
 	e := newEnv(t, standalone(t, testenv.StartRedis(t)).client, http.HandlerFunc(okBody))
 	so := stackOptions{floors: map[string]time.Duration{"paced.test": interval}, maxWait: 50 * time.Millisecond}
 	wo := e.workerOptions()
-	wo.ReadBlock = 50 * time.Millisecond
-	wo.ClaimMinIdle = 300 * time.Millisecond
+	wo.Loop.ReadBlock = 50 * time.Millisecond
+	wo.Loop.ClaimMinIdle = 300 * time.Millisecond
 
 	a := wo
-	a.Consumer = "a"
+	a.Loop.Consumer = "a"
 	runA := e.start(so, a)
 	e.addModel(e.command("c-1", e.url("paced.test", "/1")))
 	e.waitFacts(1, 10*time.Second)
@@ -225,9 +225,9 @@ func TestWorkerKeepsParkedCommandsOwned(t *testing.T) {
 	// Worker b has its own pacer: had it reclaimed the command it would
 	// fetch it at once, too early.
 	b := wo
-	b.Consumer = "b"
+	b.Loop.Consumer = "b"
 	runB := e.start(so, b)
-	watchUntil := time.Now().Add(3 * wo.ClaimMinIdle)
+	watchUntil := time.Now().Add(3 * wo.Loop.ClaimMinIdle)
 	for time.Now().Before(watchUntil) {
 		if owner := e.owner(id); owner != "a" {
 			t.Fatalf("the parked entry is pending for %q, want a", owner)

@@ -27,7 +27,7 @@ func (e *wenv) startLoaded(n int) []*envelope.ContentFetch {
 	}
 	e.addMany(cmds)
 	wo := e.workerOptions()
-	wo.MaxConsecutiveFailures = 1000
+	wo.Loop.MaxConsecutiveFailures = 1000
 	e.start(stackOptions{slots: 16}, wo)
 	return cmds
 }

@@ -36,7 +36,7 @@ func TestTransientDoesNotCountTowardTheCeiling(t *testing.T) {
 		okBody(w, r)
 	}))
 	wo := e.workerOptions()
-	wo.MaxDeliveryAttempts = 3
+	wo.Loop.MaxDeliveryAttempts = 3
 	e.start(stackOptions{sink: panicSink{memory.New(memory.Options{})}}, wo)
 	e.addModel(e.command("c-mixed", e.url("w.test", "/mixed")))
 	e.waitDLQ(1, 30*time.Second)

@@ -19,8 +19,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/memory"
 )
@@ -215,7 +215,7 @@ func TestWorkerSpecDeliveryCountUnreadable(t *testing.T) {
 
 	e := newEnv(t, limited, http.HandlerFunc(okBody))
 	wo := e.workerOptions()
-	wo.MaxDeliveryAttempts = 2
+	wo.Loop.MaxDeliveryAttempts = 2
 	// More request slots than handlings, so this test does not depend on a
 	// panic returning its slot (TestWorkerSpecHandlerErrorAtDefaultCeiling
 	// checks that).
@@ -256,7 +256,7 @@ func TestWorkerSpecDeliveryCountUnreadable(t *testing.T) {
 func TestWorkerSpecHandlerErrorAtDefaultCeiling(t *testing.T) {
 	e := newEnv(t, standalone(t, testenv.StartRedis(t)).client, http.HandlerFunc(okBody))
 	wo := e.workerOptions()
-	wo.MaxDeliveryAttempts = worker.DefaultMaxDeliveryAttempts
+	wo.Loop.MaxDeliveryAttempts = loop.DefaultMaxDeliveryAttempts
 	e.start(stackOptions{sink: panicSink{memory.New(memory.Options{})}, slots: 4}, wo)
 	cmd := e.command("c-bug", e.url("w.test", "/ok/c-bug"))
 	id := e.addModel(cmd)
@@ -265,19 +265,19 @@ func TestWorkerSpecHandlerErrorAtDefaultCeiling(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); len(dl) == 0; dl = e.dlqNow() {
 		if time.Now().After(deadline) {
 			t.Fatalf("no dead letter after 10s: the origin saw %d requests, the entry was delivered %d times; "+
-				"want handler_error after %d handlings", e.origin.Count(), e.deliveries(id), worker.DefaultMaxDeliveryAttempts)
+				"want handler_error after %d handlings", e.origin.Count(), e.deliveries(id), loop.DefaultMaxDeliveryAttempts)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	e.waitSettled(10 * time.Second)
 	want := failedFact(cmd, envelope.ReasonHandlerError, 0)
-	want.Attempts = envelope.Ptr(worker.DefaultMaxDeliveryAttempts)
+	want.Attempts = envelope.Ptr(loop.DefaultMaxDeliveryAttempts)
 	if diff := cmp.Diff([]envelope.Model{want}, e.factsNow(), factOpts); diff != "" {
 		t.Errorf("facts mismatch (-want +got):\n%s", diff)
 	}
 	checkOneDeadLetter(t, e, dl, envelope.ReasonHandlerError, id)
-	if got := e.origin.Count(); got != worker.DefaultMaxDeliveryAttempts {
-		t.Errorf("origin saw %d requests, want one per delivery (%d)", got, worker.DefaultMaxDeliveryAttempts)
+	if got := e.origin.Count(); got != loop.DefaultMaxDeliveryAttempts {
+		t.Errorf("origin saw %d requests, want one per delivery (%d)", got, loop.DefaultMaxDeliveryAttempts)
 	}
 }
 
@@ -290,7 +290,7 @@ func TestWorkerSpecDedupeTTL(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			e := newEnv(t, b.client, taxonomyOrigin())
 			wo := e.workerOptions()
-			wo.DedupeTTL = ttl
+			wo.Loop.DedupeTTL = ttl
 			e.start(stackOptions{}, wo)
 			e.addModel(e.command("c-ttl", e.url("w.test", "/ok/c-ttl")))
 			e.waitFacts(1, 15*time.Second)
@@ -508,7 +508,7 @@ func TestWorkerSpecFactBeforeDeadLetter(t *testing.T) {
 	e := newEnv(t, standalone(t, r).client, taxonomyOrigin())
 	mon := specStartMonitor(t, r.Addr)
 	wo := e.workerOptions()
-	wo.MaxDeliveryAttempts = 1
+	wo.Loop.MaxDeliveryAttempts = 1
 	// The sink panics on every Put: a 2xx ends unclassified, at the
 	// ceiling on its first delivery. The other commands never reach it.
 	e.start(stackOptions{sink: panicSink{memory.New(memory.Options{})}}, wo)

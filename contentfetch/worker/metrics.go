@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/consume"
 )
@@ -19,16 +20,10 @@ type fetchMetrics struct {
 	duration    *prometheus.HistogramVec
 	storedBytes prometheus.Counter
 	pacingWait  prometheus.Histogram
-	inFlight    prometheus.Collector // nil without counting Slots
+	inFlight    prometheus.Collector // nil when the fetcher has no bound
 }
 
-// sizedSlots are Slots that report their use (fetch.NewSlots).
-type sizedSlots interface {
-	Size() int
-	InUse() int
-}
-
-func newFetchMetrics(slots fetch.Slots) *fetchMetrics {
+func newFetchMetrics(f *fetch.Fetcher) *fetchMetrics {
 	m := &fetchMetrics{
 		loop: consume.NewMetrics(metricsPrefix),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -46,11 +41,11 @@ func newFetchMetrics(slots fetch.Slots) *fetchMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}),
 	}
-	if s, ok := slots.(sizedSlots); ok {
+	if _, bound := f.InFlight(); bound > 0 {
 		m.inFlight = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: metricsPrefix + "requests_in_flight",
-			Help: "Requests holding one of the fetcher's slots.",
-		}, func() float64 { return float64(s.InUse()) })
+			Help: "Requests in flight, out of the fetcher's MaxInFlight.",
+		}, func() float64 { n, _ := f.InFlight(); return float64(n) })
 	}
 	return m
 }
@@ -74,11 +69,11 @@ func (m *fetchMetrics) register(r prometheus.Registerer, log *slog.Logger) {
 }
 
 // observe records one handled command.
-func (m *fetchMetrics) observe(out fetch.Outcome) {
+func (m *fetchMetrics) observe(out contentfetch.Outcome) {
 	m.duration.WithLabelValues(out.Kind.String()).Observe(out.Duration.Seconds())
 	if out.Result != nil {
 		m.pacingWait.Observe(out.Result.Paced.Seconds())
-		if out.Kind == fetch.Stored {
+		if out.Kind == contentfetch.Stored {
 			m.storedBytes.Add(float64(out.Result.Blob.Size))
 		}
 	}

@@ -1,7 +1,6 @@
-package fetch
+package contentfetch
 
 import (
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -9,39 +8,17 @@ import (
 	"unicode/utf8"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
 )
 
-// DefaultMediaType is announced when a response has no usable Content-Type.
-const DefaultMediaType = "application/octet-stream"
-
 // MaxPassthroughLength bounds a response header value copied onto a fact,
-// in characters (code points), not bytes. A longer
-// value is dropped, never truncated: a truncated ETag is a validator that
-// can never match.
+// in characters (code points), not bytes. A longer value is dropped, never
+// truncated: a truncated ETag is a validator that can never match.
 const MaxPassthroughLength = 1024
 
 // MaxDetailLength bounds a fetch_failed detail, in bytes.
 const MaxDetailLength = envelope.MaxDetailLength
-
-// MediaType normalizes a Content-Type header value for blob_available: the
-// part before ';', stripped of surrounding white space and lower-cased;
-// DefaultMediaType when absent, blank or parameter-only. Parameters never
-// matter, however long. The value is read as Passthrough reads it.
-func MediaType(contentType string) string {
-	return mediaType(headerText(contentType, !utf8.ValidString(contentType)))
-}
-
-func mediaType(text string) string {
-	mt, _, _ := strings.Cut(text, ";")
-	mt = strings.ToLower(strings.TrimFunc(mt, isPySpace))
-	// media_type has no null to fall back to, so an absurd type would ride
-	// the broadcast stream whole; no real one comes near this bound.
-	if mt == "" || utf8.RuneCountInString(mt) > MaxPassthroughLength {
-		return DefaultMediaType
-	}
-	return mt
-}
 
 // Passthrough is a response header value as a fact carries it: surrounding
 // white space stripped and nothing else touched; nil when blank or longer
@@ -56,7 +33,21 @@ func Passthrough(value string) *string {
 	// As the Python worker's httpx reads header values, and its str.strip
 	// trims them; httpx decides the encoding once per response, and
 	// blob_available is built that way.
-	return passthrough(headerText(value, !utf8.ValidString(value)))
+	return passthrough(textOf(value))
+}
+
+// textOf is one header value as text: as it is when valid UTF-8, else read
+// as ISO-8859-1, each byte one character (fetch.Result.HeaderText reads a
+// whole response's headers the same way).
+func textOf(value string) string {
+	if utf8.ValidString(value) {
+		return value
+	}
+	b := make([]byte, 0, len(value)*2)
+	for i := 0; i < len(value); i++ {
+		b = utf8.AppendRune(b, rune(value[i]))
+	}
+	return string(b)
 }
 
 func passthrough(text string) *string {
@@ -71,19 +62,19 @@ func passthrough(text string) *string {
 // when any byte of the value it would publish is outside \x20-\x7e, so an
 // issuer replaying a published validator never has its command refused.
 func Replayable(value string) *string {
-	return replayable(value, false)
+	return replayable(value, value)
 }
 
-// replayable is Replayable for a value from a response whose headers read
-// as ISO-8859-1 (latin1) or as UTF-8. A value that is not valid UTF-8 is nil
-// outright. The reference would decode it as ISO-8859-1 and strip a
+// replayable is Replayable for a header value whose bytes are raw and which
+// reads as text in its response (fetch.Result.HeaderText). A value that is
+// not valid UTF-8 is nil outright. The reference would decode it as ISO-8859-1 and strip a
 // no-break space (\xa0) or NEL (\x85) byte at its ends, publishing the
 // rest; we keep the byte rule of docs/streams.md, blob_available, on the bytes the origin sent.
-func replayable(value string, latin1 bool) *string {
-	if !utf8.ValidString(value) {
+func replayable(raw, text string) *string {
+	if !utf8.ValidString(raw) {
 		return nil
 	}
-	v := passthrough(headerText(value, latin1))
+	v := passthrough(text)
 	// Checked on the value published: v is stripped as guard strips, so the
 	// guard's verdict is the byte rule on exactly these bytes.
 	if v == nil || !guard.SendableValidator(*v) {
@@ -94,70 +85,27 @@ func replayable(value string, latin1 bool) *string {
 
 // isPySpace is Python's str.isspace, the white space the reference's
 // str.strip removes: Go's unicode.IsSpace plus the separators \x1c-\x1f.
-// It matches guard's trim, so a stripped value is one the guard reads as is.
 func isPySpace(r rune) bool {
 	return unicode.IsSpace(r) || (0x1c <= r && r <= 0x1f)
 }
 
-// headerText is a header value's bytes as text: unchanged when latin1 is
-// false (the caller has checked they are UTF-8), else decoded as
-// ISO-8859-1, each byte becoming the code point of the same value.
-func headerText(value string, latin1 bool) string {
-	if !latin1 {
-		return value
-	}
-	b := make([]byte, 0, len(value)+len(value)/2)
-	for i := 0; i < len(value); i++ {
-		b = utf8.AppendRune(b, rune(value[i]))
-	}
-	return string(b)
-}
-
-// latin1Header reports whether httpx would read h as ISO-8859-1. It picks
-// one encoding per response, UTF-8 only when every name and value is valid
-// UTF-8, so one stray byte in any header changes how Content-Type reads.
-func latin1Header(h http.Header) bool {
-	for name, values := range h {
-		if !utf8.ValidString(name) {
-			return true
-		}
-		for _, v := range values {
-			if !utf8.ValidString(v) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// headerMediaType is the media_type a response with header h is announced
-// with, which is also what a sink that records one is given.
-func headerMediaType(h http.Header) string {
-	return mediaType(headerText(h.Get("Content-Type"), latin1Header(h)))
-}
-
 // blobFact builds the success fact for a stored 2xx.
-func blobFact(cmd *envelope.ContentFetch, res *Result, now time.Time) *envelope.BlobAvailable {
-	h := res.Header
-	if h == nil {
-		h = http.Header{}
-	}
-	latin1 := latin1Header(h)
-	contentType := headerText(h.Get("Content-Type"), latin1)
+func blobFact(cmd *envelope.ContentFetch, res *fetch.Result, now time.Time) *envelope.BlobAvailable {
+	contentType := res.HeaderText("Content-Type")
 	fact := &envelope.BlobAvailable{
 		SchemaVersion:      envelope.SchemaVersion,
 		OccurredAt:         now,
 		ContentFingerprint: res.Blob.Fingerprint,
 		BlobURI:            res.Blob.URI,
 		SizeBytes:          res.Blob.Size,
-		MediaType:          mediaType(contentType),
+		MediaType:          fetch.MediaType(contentType),
 		URL:                cmd.URL,
 		CommandID:          cmd.CommandID,
 		InfoSourceID:       cmd.InfoSourceID,
 		StatusCode:         envelope.Ptr(res.StatusCode),
 		ContentTypeRaw:     passthrough(contentType),
-		ETag:               replayable(h.Get("ETag"), latin1),
-		LastModified:       replayable(h.Get("Last-Modified"), latin1),
+		ETag:               replayable(res.Header.Get("ETag"), res.HeaderText("ETag")),
+		LastModified:       replayable(res.Header.Get("Last-Modified"), res.HeaderText("Last-Modified")),
 	}
 	if res.FinalURL != nil {
 		fact.FinalURL = envelope.Ptr(withoutUserinfo(res.FinalURL))

@@ -1,4 +1,4 @@
-package fetch
+package contentfetch
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/sink"
 )
@@ -69,10 +70,10 @@ type Outcome struct {
 	// it never carries a header value or a URL password.
 	Err error
 	// Park is set when the outcome is Transient because a host's politeness
-	// window was longer than the fetcher's MaxWait.
+	// window was longer than HandlerOptions.MaxWait.
 	Park *ParkedError
 	// Result is the fetch's final response, nil when none arrived.
-	Result *Result
+	Result *fetch.Result
 	// Duration is how long handling took.
 	Duration time.Duration
 }
@@ -80,12 +81,18 @@ type Outcome struct {
 // HandlerOptions configures a Handler. Fetcher and Sink are required.
 type HandlerOptions struct {
 	// Fetcher performs the fetch.
-	Fetcher *Fetcher
+	Fetcher *fetch.Fetcher
 	// Sink stores the bodies.
 	Sink sink.Sink
 	// MaxTimeout is the largest timeout_seconds a command may ask for. Zero
 	// means guard.DefaultMaxTimeout.
 	MaxTimeout time.Duration
+	// MaxWait is the longest politeness wait a command sleeps through, per
+	// hop; a longer one ends the handling Transient with Outcome.Park set
+	// (ErrParked) and nothing sent, so a worker can hold the command until
+	// its host is due without a goroutine asleep on it. Zero means sleep
+	// through any wait.
+	MaxWait time.Duration
 	// Logger receives one line per unusual event. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -93,9 +100,10 @@ type HandlerOptions struct {
 // Handler turns a decoded content_fetch command into exactly one Outcome.
 // It is safe for concurrent use.
 type Handler struct {
-	fetcher    *Fetcher
+	fetcher    *fetch.Fetcher
 	sink       sink.Sink
 	maxTimeout time.Duration
+	maxWait    time.Duration
 	log        *slog.Logger
 	clock      clock
 }
@@ -106,6 +114,7 @@ func NewHandler(opts HandlerOptions) *Handler {
 		fetcher:    opts.Fetcher,
 		sink:       opts.Sink,
 		maxTimeout: opts.MaxTimeout,
+		maxWait:    opts.MaxWait,
 		log:        opts.Logger,
 		clock:      wallClock,
 	}
@@ -118,18 +127,20 @@ func NewHandler(opts HandlerOptions) *Handler {
 	return h
 }
 
-// Fetcher returns the Fetcher the Handler fetches with.
-func (h *Handler) Fetcher() *Fetcher { return h.fetcher }
-
 // Handle handles one command, in the order of the contract: request
 // options, URL, destination guard, storage ceiling, pacing, fetch,
 // classification. Every refusal happens before anything reaches the origin.
 // A panic inside is recovered as an Unclassified outcome.
-func (h *Handler) Handle(ctx context.Context, cmd *envelope.ContentFetch) (out Outcome) {
+//
+// stop, when closed, cuts a politeness wait short: the outcome is
+// Transient (ErrStopping) and nothing is sent, so a worker shutting down
+// never fetches unpaced, while fetches already sent run on (cancel ctx to
+// end them). Nil means only ctx ends a wait.
+func (h *Handler) Handle(ctx context.Context, cmd *envelope.ContentFetch, stop <-chan struct{}) (out Outcome) {
 	start := h.clock.now()
 	defer func() {
 		if p := recover(); p != nil {
-			out = Outcome{Kind: Unclassified, Err: fmt.Errorf("fetch: handler panic: %v\n%s", p, debug.Stack())}
+			out = Outcome{Kind: Unclassified, Err: fmt.Errorf("contentfetch: handler panic: %v\n%s", p, debug.Stack())}
 		}
 		out.Duration = h.clock.now().Sub(start)
 	}()
@@ -138,7 +149,8 @@ func (h *Handler) Handle(ctx context.Context, cmd *envelope.ContentFetch) (out O
 	if err != nil {
 		return h.permanent(cmd, envelope.ReasonInvalidRequestOptions, err, 0, nil)
 	}
-	res, err := h.fetcher.Fetch(ctx, Request{URL: cmd.URL, Headers: opts.Headers, Timeout: opts.Timeout}, h.sink)
+	req := fetch.Request{URL: cmd.URL, Headers: opts.Headers, Timeout: opts.Timeout, PacingWait: h.pacingWait(stop)}
+	res, err := h.fetcher.Fetch(ctx, req, h.sink)
 	if err == nil {
 		if res.NotModified() {
 			h.logUnbidden304(ctx, cmd)
@@ -150,13 +162,28 @@ func (h *Handler) Handle(ctx context.Context, cmd *envelope.ContentFetch) (out O
 	return h.classify(cmd, res, err)
 }
 
-// classify maps a fetch error onto an outcome (Classify).
-func (h *Handler) classify(cmd *envelope.ContentFetch, res *Result, err error) Outcome {
-	c := Classify(err)
-	switch c.Kind {
-	case Permanent:
+// pacingWait spends a hop's politeness wait: slept through up to MaxWait,
+// refused beyond it (ErrParked), cut short by stop (ErrStopping).
+func (h *Handler) pacingWait(stop <-chan struct{}) func(ctx context.Context, host string, waited, wait time.Duration) error {
+	return func(ctx context.Context, host string, waited, wait time.Duration) error {
+		if h.maxWait > 0 && waited+wait > h.maxWait {
+			return &ParkedError{Host: host, Wait: wait}
+		}
+		return h.clock.sleep(ctx, stop, wait)
+	}
+}
+
+// classify maps a fetch error onto an outcome (fetch.Classify). A store
+// refused for good is nobody's fault on the wire, so no reason token fits:
+// as in the reference, the command waits out the delivery ceiling (an
+// operator's window to mend the grant) and then closes as handler_error
+// instead of retrying silently for ever.
+func (h *Handler) classify(cmd *envelope.ContentFetch, res *fetch.Result, err error) Outcome {
+	c := fetch.Classify(err)
+	switch {
+	case c.Permanent:
 		return h.permanent(cmd, c.Reason, err, c.StatusCode, res)
-	case Unclassified:
+	case errors.Is(err, sink.ErrPermanent):
 		out := Outcome{Kind: Unclassified, Err: err, Result: res}
 		if res != nil {
 			out.StatusCode = res.StatusCode
@@ -174,7 +201,7 @@ func (h *Handler) classify(cmd *envelope.ContentFetch, res *Result, err error) O
 	return out
 }
 
-func (h *Handler) permanent(cmd *envelope.ContentFetch, reason envelope.Reason, err error, statusCode int, res *Result) Outcome {
+func (h *Handler) permanent(cmd *envelope.ContentFetch, reason envelope.Reason, err error, statusCode int, res *fetch.Result) Outcome {
 	return Outcome{
 		Kind:       Permanent,
 		Fact:       FailedFact(cmd, reason, err.Error(), statusCode, 0, h.clock.now()),

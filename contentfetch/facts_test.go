@@ -1,4 +1,4 @@
-package fetch
+package contentfetch
 
 import (
 	"net/http"
@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/sink"
 )
 
@@ -137,34 +138,6 @@ func sendable(v string) bool {
 	return true
 }
 
-func TestMediaType(t *testing.T) {
-	long := strings.Repeat("a", 1100)
-	tests := []struct {
-		name string
-		in   string
-		want string
-	}{
-		{name: "parameters dropped, case folded", in: " Text/HTML ; charset=UTF-8", want: "text/html"},
-		{name: "absent", in: "", want: DefaultMediaType},
-		{name: "blank", in: "  ", want: DefaultMediaType},
-		{name: "parameters only", in: "; charset=utf-8", want: DefaultMediaType},
-		// Only the part before ';' matters: long parameters do not hide it.
-		{name: "long parameters", in: "text/html; charset=utf-8; x=" + long, want: "text/html"},
-		{name: "parameters past any bound", in: "text/html;" + strings.Repeat(long, 10), want: "text/html"},
-		{name: "1024-character type", in: "x/" + strings.Repeat("a", 1022), want: "x/" + strings.Repeat("a", 1022)},
-		{name: "1025-character type", in: "x/" + strings.Repeat("a", 1023) + "; q=1", want: DefaultMediaType},
-		{name: "separators Python strips", in: "\x1ctext/html\x1f;x", want: "text/html"},
-		{name: "ISO-8859-1 byte", in: "TEXT/CAF\xc9", want: "text/café"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := MediaType(tt.in); got != tt.want {
-				t.Errorf("MediaType(%.80q) = %.80q, want %.80q", tt.in, got, tt.want)
-			}
-		})
-	}
-}
-
 // httpx picks one encoding for a whole response: UTF-8 when every header is
 // valid UTF-8, ISO-8859-1 for all of them otherwise. The fact carries what
 // the reference would, and the JSON carries it as text, never U+FFFD.
@@ -203,7 +176,7 @@ func TestFactHeaderEncoding(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fact := blobFact(&envelope.ContentFetch{CommandID: "cmd-1", URL: "https://origin.test/", InfoSourceID: "isrc-1"},
-				&Result{StatusCode: 200, Header: tt.header, Blob: sink.Blob{Fingerprint: strings.Repeat("0", 64), URI: "file:///b", Size: 1}},
+				&fetch.Result{StatusCode: 200, Header: tt.header, Blob: sink.Blob{Fingerprint: strings.Repeat("0", 64), URI: "file:///b", Size: 1}},
 				time.Date(2026, 11, 29, 23, 18, 58, 0, time.UTC))
 			if diff := cmp.Diff(tt.wantRaw, fact.ContentTypeRaw); diff != "" {
 				t.Errorf("content_type_raw (-want +got):\n%s", diff)

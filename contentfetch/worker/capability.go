@@ -2,14 +2,14 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"sync/atomic"
 	"time"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/consume"
 	"github.com/replicator-go/replicator/policy"
 )
@@ -18,12 +18,15 @@ import (
 // decode to content_fetch commands, the Handler handles them, and its
 // outcomes map to the loop's fates.
 type capability struct {
-	handler *fetch.Handler
+	handler *contentfetch.Handler
 	log     *slog.Logger
 	m       *fetchMetrics
+	// stop is closed when the current run begins to shut down: politeness
+	// waits are cut short and those commands stay pending.
+	stop atomic.Pointer[<-chan struct{}]
 }
 
-var _ consume.Capability[*task, fetch.Outcome] = (*capability)(nil)
+var _ consume.Capability[*task, contentfetch.Outcome] = (*capability)(nil)
 
 // Decode refuses a frame that does not decode (malformed_frame), a model
 // other than content_fetch (foreign_payload: any command_id in it belongs
@@ -31,27 +34,22 @@ var _ consume.Capability[*task, fetch.Outcome] = (*capability)(nil)
 // than 1 (announced as unsupported_schema_version, then dead-lettered).
 func (c *capability) Decode(fields map[string]string) consume.Decoded[*task] {
 	cmd, err := envelope.DecodeCommand(fields)
-	d := consume.Decoded[*task]{Err: err}
+	var d consume.Decoded[*task]
 	if cmd != nil {
 		d.CommandID = cmd.CommandID
 		d.Attrs = make([]slog.Attr, 2, 3) // and host, for a command handled
 		d.Attrs[0], d.Attrs[1] = slog.String("command_id", cmd.CommandID), slog.String("url", envelope.RedactURL(cmd.URL))
 	}
-	switch {
-	case errors.Is(err, envelope.ErrForeignPayload):
-		d.Refusal, d.Attrs = envelope.DLQForeignPayload, nil
-	case errors.Is(err, envelope.ErrUnsupportedVersion) && cmd != nil:
-		d.Refusal = string(envelope.ReasonUnsupportedSchemaVersion)
+	if d.Refuse(err, cmd != nil, func() envelope.Model {
 		// occurred_at is stamped when the loop publishes it.
-		d.Fact = fetch.FailedFact(cmd, envelope.ReasonUnsupportedSchemaVersion,
+		return contentfetch.FailedFact(cmd, envelope.ReasonUnsupportedSchemaVersion,
 			fmt.Sprintf("schema_version=%d", cmd.SchemaVersion), 0, 0, time.Time{})
-	case err != nil:
-		d.Refusal, d.Attrs = envelope.DLQMalformedFrame, nil
-	default:
-		d.Command = &task{cmd: cmd}
-		d.Key = hostOf(cmd.URL)
-		d.Attrs = append(d.Attrs, slog.String("host", d.Key))
+	}) {
+		return d
 	}
+	d.Command = &task{cmd: cmd}
+	d.Key = hostOf(cmd.URL)
+	d.Attrs = append(d.Attrs, slog.String("host", d.Key))
 	return d
 }
 
@@ -66,42 +64,44 @@ func hostOf(raw string) string {
 	return policy.HostKey(u.Hostname())
 }
 
-func (c *capability) Handle(ctx context.Context, t *task) fetch.Outcome {
-	return c.handler.Handle(ctx, t.cmd)
+func (c *capability) Handle(ctx context.Context, t *task) contentfetch.Outcome {
+	var stop <-chan struct{}
+	if p := c.stop.Load(); p != nil {
+		stop = *p
+	}
+	return c.handler.Handle(ctx, t.cmd, stop)
 }
 
 // Fate maps the Handler's outcomes: Stored and NotModified complete (fact,
 // dedupe key, ack), Permanent closes (fact, dead letter), Transient
 // retries, Unclassified waits for the delivery ceiling.
-func (c *capability) Fate(out fetch.Outcome) consume.Fate {
-	f := consume.Fate{Fact: out.Fact, Outcome: out.Kind.String(), Reason: string(out.Reason), Err: out.Err}
-	switch out.Kind {
-	case fetch.Stored, fetch.NotModified:
-		f.Kind = consume.Complete
-	case fetch.Permanent:
-		f.Kind = consume.Close
-	case fetch.Transient:
-		f.Kind = consume.Retry
-	default:
-		f.Kind, f.Outcome = consume.Unclassified, fetch.Unclassified.String()
-	}
-	return f
+func (c *capability) Fate(out contentfetch.Outcome) consume.Fate {
+	return consume.FateOf(fates[out.Kind], out.Fact, out.Kind.String(), string(out.Reason), out.Err)
+}
+
+// fates maps the Handler's outcomes to the loop's fates; any other kind is
+// unclassified.
+var fates = map[contentfetch.Kind]consume.FateKind{
+	contentfetch.Stored:      consume.Complete,
+	contentfetch.NotModified: consume.Complete,
+	contentfetch.Permanent:   consume.Close,
+	contentfetch.Transient:   consume.Retry,
 }
 
 func (c *capability) HandlerError(t *task, attempts int, detail string, now time.Time) envelope.Model {
-	return fetch.FailedFact(t.cmd, envelope.ReasonHandlerError, detail, 0, attempts, now)
+	return contentfetch.FailedFact(t.cmd, envelope.ReasonHandlerError, detail, 0, attempts, now)
 }
 
 // Observe writes the one line per handled command and its metrics. The
 // line's keys are stable; no header value ever reaches it (the Handler's
 // errors carry none, and the URL is redacted).
-func (c *capability) Observe(h *held, out fetch.Outcome) {
+func (c *capability) Observe(h *held, out contentfetch.Outcome) {
 	c.m.observe(out)
 	level := slog.LevelInfo
 	switch out.Kind {
-	case fetch.Permanent, fetch.Transient:
+	case contentfetch.Permanent, contentfetch.Transient:
 		level = slog.LevelWarn
-	case fetch.Stored, fetch.NotModified:
+	case contentfetch.Stored, contentfetch.NotModified:
 	default:
 		level = slog.LevelError
 	}
@@ -114,7 +114,7 @@ func (c *capability) Observe(h *held, out fetch.Outcome) {
 	var size int64
 	if out.Result != nil {
 		paced = out.Result.Paced
-		if out.Kind == fetch.Stored {
+		if out.Kind == contentfetch.Stored {
 			size = out.Result.Blob.Size
 		}
 	}

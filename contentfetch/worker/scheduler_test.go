@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/consume"
@@ -62,7 +63,7 @@ func (x *sim) start(now time.Time) []string {
 
 // done returns id from the Handler with out; it reports whether it was
 // requeued, and what started.
-func (x *sim) done(id string, out fetch.Outcome, now time.Time) (bool, []string) {
+func (x *sim) done(id string, out contentfetch.Outcome, now time.Time) (bool, []string) {
 	h := x.byID[id]
 	requeued := x.s.Done(h, out, true, now)
 	if !requeued {
@@ -71,10 +72,12 @@ func (x *sim) done(id string, out fetch.Outcome, now time.Time) (bool, []string)
 	return requeued, x.start(now)
 }
 
-func stored() fetch.Outcome { return fetch.Outcome{Kind: fetch.Stored, Result: &fetch.Result{}} }
+func stored() contentfetch.Outcome {
+	return contentfetch.Outcome{Kind: contentfetch.Stored, Result: &fetch.Result{}}
+}
 
-func parked(host string, wait time.Duration) fetch.Outcome {
-	return fetch.Outcome{Kind: fetch.Transient, Park: &fetch.ParkedError{Host: host, Wait: wait}}
+func parked(host string, wait time.Duration) contentfetch.Outcome {
+	return contentfetch.Outcome{Kind: contentfetch.Transient, Park: &contentfetch.ParkedError{Host: host, Wait: wait}}
 }
 
 func TestSchedulerBoundsActivePerHost(t *testing.T) {
@@ -198,12 +201,12 @@ func TestSchedulerRequeuesOnTheRedirectsHost(t *testing.T) {
 func TestSchedulerDoesNotRequeue(t *testing.T) {
 	tests := []struct {
 		name    string
-		out     fetch.Outcome
+		out     contentfetch.Outcome
 		requeue bool
 		perHost int
 	}{
 		{name: "stopping or lost", out: parked("a", time.Second), requeue: false, perHost: 64},
-		{name: "not parked", out: fetch.Outcome{Kind: fetch.Transient}, requeue: true, perHost: 64},
+		{name: "not parked", out: contentfetch.Outcome{Kind: contentfetch.Transient}, requeue: true, perHost: 64},
 		{name: "the host it waits for is full", out: parked("full", time.Second), requeue: true, perHost: 1},
 	}
 	for _, tt := range tests {
@@ -289,7 +292,7 @@ func TestSchedulerPacedHostIsHostBound(t *testing.T) {
 	x.admit("c1", "a", t0)
 	// c0 waited for its window before it was fetched: a's pace, not a
 	// slot, is what c1 waits for, once a's one place is taken again.
-	x.done("c0", fetch.Outcome{Kind: fetch.Stored, Result: &fetch.Result{Paced: 500 * time.Millisecond}}, t0)
+	x.done("c0", contentfetch.Outcome{Kind: contentfetch.Stored, Result: &fetch.Result{Paced: 500 * time.Millisecond}}, t0)
 	if n := x.s.Evictable(); n != 0 {
 		t.Fatalf("Evictable = %d while c1 runs, want 0", n)
 	}

@@ -9,9 +9,10 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/contentfetch/worker"
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/loop"
 )
 
 // benchEnv is a wenv for benchmarks: same helpers, a *testing.B's
@@ -58,12 +59,11 @@ func BenchmarkWorkerThroughput(b *testing.B) {
 				cmds = cmds[k:]
 			}
 			ctx, cancel := context.WithCancel(context.Background())
-			st := e.newStack(ctx.Done(), stackOptions{slots: concurrency})
+			st := e.newStack(stackOptions{slots: concurrency})
 			wo := e.workerOptions()
-			wo.Logger = discard
-			wo.Concurrency = concurrency
-			wo.ReadBlock, wo.ClaimMinIdle = worker.DefaultReadBlock, worker.DefaultClaimMinIdle
-			w := worker.New(client, st.handler, wo)
+			wo.Loop.Logger = discard
+			wo.Loop.ReadBlock, wo.Loop.ClaimMinIdle = loop.DefaultReadBlock, loop.DefaultClaimMinIdle
+			w := worker.New(client, st.with(wo, stackOptions{}))
 			b.ResetTimer()
 			done := make(chan error, 1)
 			go func() { done <- w.Run(ctx) }()
@@ -101,11 +101,11 @@ func BenchmarkWorkerLatency(b *testing.B) {
 	e := benchEnv(b, client, origin)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st := e.newStack(ctx.Done(), stackOptions{slots: 16})
+	st := e.newStack(stackOptions{slots: 16})
 	wo := e.workerOptions()
-	wo.Logger = discard
-	wo.ReadBlock, wo.ClaimMinIdle = worker.DefaultReadBlock, worker.DefaultClaimMinIdle
-	w := worker.New(client, st.handler, wo)
+	wo.Loop.Logger = discard
+	wo.Loop.ReadBlock, wo.Loop.ClaimMinIdle = loop.DefaultReadBlock, loop.DefaultClaimMinIdle
+	w := worker.New(client, st.with(wo, stackOptions{}))
 	go w.Run(ctx)
 	for !w.Healthy() {
 		time.Sleep(time.Millisecond)
