@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/policy/fleet"
 )
 
