@@ -15,6 +15,7 @@ import (
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink/local"
 )
@@ -93,11 +94,11 @@ func BenchmarkHandle64MiBPeakHeap(b *testing.B) {
 }
 
 func benchHandler(b *testing.B) *contentfetch.Handler {
-	blobs, err := local.New(local.Options{Dir: b.TempDir(), Logger: quiet})
+	blobs, err := local.New(local.Options{Dir: b.TempDir(), Logger: fetchenv.Quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
-	f := fetch.New(fetch.Options{Guard: testGuard(), Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}), Logger: quiet})
+	f := fetch.New(fetch.Options{Guard: fetchenv.Guard(), Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}), Logger: fetchenv.Quiet})
 	b.Cleanup(f.Close)
-	return contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: f, Sink: blobs, Logger: quiet})
+	return contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: f, Sink: blobs, Logger: fetchenv.Quiet})
 }

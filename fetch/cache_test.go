@@ -12,6 +12,7 @@ import (
 
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 )
 
 const (
@@ -38,18 +39,18 @@ func libValidating(body string) http.Handler {
 // it, then a 304 that returns the cached document.
 func TestCacheNotModified(t *testing.T) {
 	const body = `<feed xmlns="http://www.w3.org/2005/Atom"/>`
-	h := newHarness(t, libValidating(body), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+	h := fetchenv.New(t, libValidating(body), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 	cache := fetch.NewMemoryCache()
-	u := h.url("origin.test", "/feed")
+	u := h.URL("origin.test", "/feed")
 
-	first, err := h.fetcher.Get(libCtx(t), u, fetch.GetOptions{Cache: cache})
+	first, err := h.Fetcher.Get(fetchenv.Ctx(t), u, fetch.GetOptions{Cache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if first.NotModified || first.StatusCode != 200 || cache.Len() != 1 {
 		t.Fatalf("first = %+v, cache holds %d", first, cache.Len())
 	}
-	second, err := h.fetcher.Get(libCtx(t), u, fetch.GetOptions{Cache: cache})
+	second, err := h.Fetcher.Get(fetchenv.Ctx(t), u, fetch.GetOptions{Cache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,13 +61,13 @@ func TestCacheNotModified(t *testing.T) {
 	if diff := cmp.Diff(&want, second, cmpopts.IgnoreUnexported(fetch.Document{})); diff != "" {
 		t.Errorf("second document (-want +got):\n%s", diff)
 	}
-	if got := readDoc(t, second); got != body {
+	if got := fetchenv.ReadDoc(t, second); got != body {
 		t.Errorf("second body = %q, want the cached %q", got, body)
 	}
 	if first.NotModified {
 		t.Errorf("the 304 changed the first document")
 	}
-	seen := h.origin.Requests()
+	seen := h.Origin.Requests()
 	if len(seen) != 2 {
 		t.Fatalf("origin saw %d requests, want 2", len(seen))
 	}
@@ -82,23 +83,23 @@ func TestCacheNotModified(t *testing.T) {
 // receives the conditional headers, which describe the URL asked for.
 func TestCacheValidatorsOnTheFirstHopOnly(t *testing.T) {
 	mux := http.NewServeMux()
-	h := newHarness(t, mux, harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
-	mux.Handle("/start", testenv.Redirect(http.StatusFound, h.url("a.test", "/final")))
+	h := fetchenv.New(t, mux, fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
+	mux.Handle("/start", testenv.Redirect(http.StatusFound, h.URL("a.test", "/final")))
 	mux.Handle("/final", libValidating("<feed/>"))
 	cache := fetch.NewMemoryCache()
-	u := h.url("origin.test", "/start")
+	u := h.URL("origin.test", "/start")
 	for i := range 2 {
-		doc, err := h.fetcher.Get(libCtx(t), u, fetch.GetOptions{Cache: cache})
+		doc, err := h.Fetcher.Get(fetchenv.Ctx(t), u, fetch.GetOptions{Cache: cache})
 		if err != nil {
 			t.Fatal(err)
 		}
 		// The target never sees the validators, so it answers 200 both times.
-		if doc.NotModified || doc.URL != h.url("a.test", "/final") {
+		if doc.NotModified || doc.URL != h.URL("a.test", "/final") {
 			t.Errorf("fetch %d: doc = %+v", i+1, doc)
 		}
 	}
 	var got []string
-	for _, s := range h.origin.Requests() {
+	for _, s := range h.Origin.Requests() {
 		got = append(got, s.Path+" "+s.Header.Get("If-None-Match")+" "+s.Header.Get("If-Modified-Since"))
 	}
 	want := []string{
@@ -116,25 +117,25 @@ func TestCacheValidatorsOnTheFirstHopOnly(t *testing.T) {
 // retried attempt and the 304 that follows is a success.
 func TestCacheValidatorsOnEveryRetry(t *testing.T) {
 	cache := fetch.NewMemoryCache()
-	h := newHarness(t, libSequence(
+	h := fetchenv.New(t, libSequence(
 		libValidating("<feed/>"),
 		testenv.Status(http.StatusServiceUnavailable, nil, ""),
 		libValidating("<feed/>"),
-	), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
-	u := h.url("origin.test", "/")
-	if _, err := h.fetcher.Get(libCtx(t), u, fetch.GetOptions{Cache: cache}); err != nil {
+	), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
+	u := h.URL("origin.test", "/")
+	if _, err := h.Fetcher.Get(fetchenv.Ctx(t), u, fetch.GetOptions{Cache: cache}); err != nil {
 		t.Fatal(err)
 	}
 	var sleeps libSleeps
-	fetch.SetSleep(h.fetcher, sleeps.sleep)
-	doc, err := h.fetcher.Get(libCtx(t), u, fetch.GetOptions{Cache: cache})
+	fetch.SetSleep(h.Fetcher, sleeps.sleep)
+	doc, err := h.Fetcher.Get(fetchenv.Ctx(t), u, fetch.GetOptions{Cache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !doc.NotModified || doc.Attempts != 2 || len(sleeps.got()) != 1 {
 		t.Errorf("doc = %+v after %d waits, want NotModified after 2 attempts", doc, len(sleeps.got()))
 	}
-	seen := h.origin.Requests()
+	seen := h.Origin.Requests()
 	for i, s := range seen[1:] {
 		if s.Header.Get("If-None-Match") != libETag {
 			t.Errorf("attempt %d carried If-None-Match %q", i+1, s.Header.Get("If-None-Match"))
@@ -158,14 +159,14 @@ func TestCacheWrittenOnlyAfterA200(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, libSequence(libValidating("<feed/>"), tt.then), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+			h := fetchenv.New(t, libSequence(libValidating("<feed/>"), tt.then), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 			cache := fetch.NewMemoryCache()
-			u := h.url("origin.test", "/")
-			first, err := h.fetcher.Get(libCtx(t), u, fetch.GetOptions{Cache: cache})
+			u := h.URL("origin.test", "/")
+			first, err := h.Fetcher.Get(fetchenv.Ctx(t), u, fetch.GetOptions{Cache: cache})
 			if err != nil {
 				t.Fatal(err)
 			}
-			doc, err := h.fetcher.Get(libCtx(t), u, fetch.GetOptions{Cache: cache, Retries: fetch.None})
+			doc, err := h.Fetcher.Get(fetchenv.Ctx(t), u, fetch.GetOptions{Cache: cache, Retries: fetch.None})
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, doc = %+v; want an error: %v", err, doc, tt.wantErr)
 			}
@@ -177,9 +178,9 @@ func TestCacheWrittenOnlyAfterA200(t *testing.T) {
 	}
 
 	t.Run("a failed first fetch stores nothing", func(t *testing.T) {
-		h := newHarness(t, testenv.Status(http.StatusBadGateway, map[string]string{"ETag": libETag}, ""), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+		h := fetchenv.New(t, testenv.Status(http.StatusBadGateway, map[string]string{"ETag": libETag}, ""), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 		cache := fetch.NewMemoryCache()
-		if _, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Cache: cache, Retries: fetch.None}); err == nil {
+		if _, err := h.Fetcher.Get(fetchenv.Ctx(t), h.URL("origin.test", "/"), fetch.GetOptions{Cache: cache, Retries: fetch.None}); err == nil {
 			t.Fatal("no error")
 		}
 		if cache.Len() != 0 {
@@ -191,21 +192,21 @@ func TestCacheWrittenOnlyAfterA200(t *testing.T) {
 // TestCacheOwnsTheConditionalHeaders checks a caller's If-None-Match never
 // replaces the cache's.
 func TestCacheOwnsTheConditionalHeaders(t *testing.T) {
-	h := newHarness(t, libValidating("<feed/>"), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+	h := fetchenv.New(t, libValidating("<feed/>"), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 	cache := fetch.NewMemoryCache()
-	u := h.url("origin.test", "/")
+	u := h.URL("origin.test", "/")
 	caller := map[string]string{"If-None-Match": `"caller"`, "If-Modified-Since": "Thu, 01 Jan 1970 00:00:00 GMT"}
-	if _, err := h.fetcher.Get(libCtx(t), u, fetch.GetOptions{Cache: cache, Headers: caller}); err != nil {
+	if _, err := h.Fetcher.Get(fetchenv.Ctx(t), u, fetch.GetOptions{Cache: cache, Headers: caller}); err != nil {
 		t.Fatal(err)
 	}
-	doc, err := h.fetcher.Get(libCtx(t), u, fetch.GetOptions{Cache: cache, Headers: caller})
+	doc, err := h.Fetcher.Get(fetchenv.Ctx(t), u, fetch.GetOptions{Cache: cache, Headers: caller})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !doc.NotModified {
 		t.Errorf("second fetch was not answered 304: %+v", doc)
 	}
-	seen := h.origin.Requests()
+	seen := h.Origin.Requests()
 	got := [][2]string{}
 	for _, s := range seen {
 		got = append(got, [2]string{s.Header.Get("If-None-Match"), s.Header.Get("If-Modified-Since")})
@@ -221,12 +222,12 @@ func TestCacheOwnsTheConditionalHeaders(t *testing.T) {
 func TestCacheUnbidden304(t *testing.T) {
 	notModified := testenv.Status(http.StatusNotModified, nil, "")
 	mux := http.NewServeMux()
-	h := newHarness(t, mux, harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+	h := fetchenv.New(t, mux, fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 	mux.Handle("/plain", notModified)
 	mux.Handle("/start", testenv.Redirect(http.StatusFound, "/after"))
 	mux.Handle("/after", notModified)
 	cache := fetch.NewMemoryCache()
-	cache.Store(h.url("origin.test", "/start"), &fetch.Document{ETag: libETag})
+	cache.Store(h.URL("origin.test", "/start"), &fetch.Document{ETag: libETag})
 
 	tests := []struct {
 		name string
@@ -239,8 +240,8 @@ func TestCacheUnbidden304(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := h.origin.Count()
-			doc, err := h.fetcher.Get(libCtx(t), h.url("origin.test", tt.path), tt.opts)
+			before := h.Origin.Count()
+			doc, err := h.Fetcher.Get(fetchenv.Ctx(t), h.URL("origin.test", tt.path), tt.opts)
 			var se *fetch.StatusError
 			if !errors.As(err, &se) || se.StatusCode != http.StatusNotModified || doc != nil {
 				t.Fatalf("doc = %+v, err = %v; want a 304 *StatusError", doc, err)
@@ -248,7 +249,7 @@ func TestCacheUnbidden304(t *testing.T) {
 			if fetch.Retryable(err) {
 				t.Errorf("an unbidden 304 is retryable")
 			}
-			if n := h.origin.Count() - before; n > 2 {
+			if n := h.Origin.Count() - before; n > 2 {
 				t.Errorf("origin saw %d requests, want no retry", n)
 			}
 		})
@@ -258,14 +259,14 @@ func TestCacheUnbidden304(t *testing.T) {
 // TestCacheSkipsUnsendableValidators checks a cached validator that could
 // not go on the wire is dropped rather than failing the request.
 func TestCacheSkipsUnsendableValidators(t *testing.T) {
-	h := newHarness(t, testenv.Status(200, nil, "fresh"), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+	h := fetchenv.New(t, testenv.Status(200, nil, "fresh"), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 	cache := fetch.NewMemoryCache()
-	u := h.url("origin.test", "/")
+	u := h.URL("origin.test", "/")
 	cache.Store(u, &fetch.Document{ETag: "\"bad\x7f\"", LastModified: libLastModified})
-	if _, err := h.fetcher.Get(libCtx(t), u, fetch.GetOptions{Cache: cache}); err != nil {
+	if _, err := h.Fetcher.Get(fetchenv.Ctx(t), u, fetch.GetOptions{Cache: cache}); err != nil {
 		t.Fatal(err)
 	}
-	got := h.origin.Requests()[0].Header
+	got := h.Origin.Requests()[0].Header
 	if got.Get("If-None-Match") != "" || got.Get("If-Modified-Since") != libLastModified {
 		t.Errorf("validators = %q, %q", got.Get("If-None-Match"), got.Get("If-Modified-Since"))
 	}

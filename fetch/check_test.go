@@ -18,6 +18,7 @@ import (
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 	"github.com/replicator-go/replicator/policy"
 )
 
@@ -60,16 +61,16 @@ func (l *hopLog) got() []string {
 	return append([]string(nil), l.calls...)
 }
 
-// countingPacer is libPacer counting its reservations: one per request
-// that was admitted to pacing.
+// countingPacer is fetchenv.NoPacer counting its reservations: one per
+// request that was admitted to pacing.
 type countingPacer struct {
-	libPacer
+	fetchenv.NoPacer
 	reserved atomic.Int32
 }
 
 func (p *countingPacer) Reserve(ctx context.Context, host string, maxWait time.Duration) (policy.Reservation, error) {
 	p.reserved.Add(1)
-	return p.libPacer.Reserve(ctx, host, maxWait)
+	return p.NoPacer.Reserve(ctx, host, maxWait)
 }
 
 // dialCounter is a loopback listener that counts the connections made to
@@ -179,16 +180,16 @@ func TestCheckURL(t *testing.T) {
 				opts.CheckURL = log.hook("fetcher", tt.fetcherRef)
 			}
 			mux := http.NewServeMux()
-			h := newHarness(t, mux, harnessOptions{fetch: opts})
-			mux.Handle("/start", testenv.Redirect(http.StatusFound, h.url("a.test", "/second")))
+			h := fetchenv.New(t, mux, fetchenv.Options{Fetch: opts})
+			mux.Handle("/start", testenv.Redirect(http.StatusFound, h.URL("a.test", "/second")))
 			mux.Handle("/second", testenv.Redirect(http.StatusFound, "/third"))
 			mux.Handle("/third", testenv.Status(200, nil, "<feed/>"))
 			mux.Handle("/flaky", libSequence(testenv.Status(http.StatusServiceUnavailable, nil, ""), testenv.Status(200, nil, "ok")))
 			mux.Handle("/to-listener", testenv.Redirect(http.StatusFound, "http://b.test:"+listenerPort+"/"))
 			var sleeps libSleeps
-			fetch.SetSleep(h.fetcher, sleeps.sleep)
+			fetch.SetSleep(h.Fetcher, sleeps.sleep)
 
-			doc, err := h.fetcher.Get(libCtx(t), h.url("origin.test", tt.path), fetch.GetOptions{Retries: 3, CheckURL: log.hook("get", tt.getRef)})
+			doc, err := h.Fetcher.Get(fetchenv.Ctx(t), h.URL("origin.test", tt.path), fetch.GetOptions{Retries: 3, CheckURL: log.hook("get", tt.getRef)})
 
 			if tt.wantRefuse == "" {
 				if err != nil || doc == nil {
@@ -213,20 +214,20 @@ func TestCheckURL(t *testing.T) {
 			}
 			want := make([]string, len(tt.wantCalls))
 			for i, c := range tt.wantCalls {
-				want[i] = strings.ReplaceAll(c, "{o}", h.origin.Port())
+				want[i] = strings.ReplaceAll(c, "{o}", h.Origin.Port())
 			}
 			if diff := cmp.Diff(want, log.got()); diff != "" {
 				t.Errorf("hook calls (-want +got):\n%s", diff)
 			}
 			var paths []string
-			for _, s := range h.origin.Requests() {
+			for _, s := range h.Origin.Requests() {
 				paths = append(paths, s.Path)
 			}
 			if diff := cmp.Diff(tt.wantPaths, paths); diff != "" {
 				t.Errorf("requests at the origin (-want +got):\n%s", diff)
 			}
 			// Only requests that were sent were paced or held a slot.
-			sent := int32(len(h.origin.Requests()))
+			sent := int32(len(h.Origin.Requests()))
 			if got := pacer.reserved.Load(); got != sent {
 				t.Errorf("pacing reservations = %d, want %d (one per request sent)", got, sent)
 			}
@@ -240,39 +241,39 @@ func TestCheckURL(t *testing.T) {
 	}
 
 	t.Run("a hook cut short by the attempt's deadline refuses nothing", func(t *testing.T) {
-		h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+		h := fetchenv.New(t, testenv.Status(200, nil, "ok"), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 		var sleeps libSleeps
-		fetch.SetSleep(h.fetcher, sleeps.sleep)
+		fetch.SetSleep(h.Fetcher, sleeps.sleep)
 		var calls atomic.Int32
 		slow := func(ctx context.Context, u *url.URL) error {
 			calls.Add(1)
 			<-ctx.Done()
 			return ctx.Err()
 		}
-		_, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Retries: 1, Timeout: 100 * time.Millisecond, CheckURL: slow})
+		_, err := h.Fetcher.Get(fetchenv.Ctx(t), h.URL("origin.test", "/"), fetch.GetOptions{Retries: 1, Timeout: 100 * time.Millisecond, CheckURL: slow})
 		if !errors.Is(err, fetch.ErrDeadline) || errors.Is(err, fetch.ErrURLRefused) {
 			t.Fatalf("err = %v, want fetch.ErrDeadline and no refusal", err)
 		}
 		if !strings.Contains(err.Error(), fetch.ErrDeadline.Error()+" (100ms)") {
 			t.Errorf("err = %v, want it to name the bound in force", err)
 		}
-		if calls.Load() != 2 || len(sleeps.got()) != 1 || h.origin.Count() != 0 {
-			t.Errorf("hook calls %d, waits %d, requests %d; want 2, 1, 0", calls.Load(), len(sleeps.got()), h.origin.Count())
+		if calls.Load() != 2 || len(sleeps.got()) != 1 || h.Origin.Count() != 0 {
+			t.Errorf("hook calls %d, waits %d, requests %d; want 2, 1, 0", calls.Load(), len(sleeps.got()), h.Origin.Count())
 		}
 	})
 
 	t.Run("the hook cannot change the hop", func(t *testing.T) {
-		h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+		h := fetchenv.New(t, testenv.Status(200, nil, "ok"), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 		rewrite := func(ctx context.Context, u *url.URL) error {
 			u.Host, u.Path = "elsewhere.test", "/changed"
 			return nil
 		}
-		doc, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/asked"), fetch.GetOptions{CheckURL: rewrite})
+		doc, err := h.Fetcher.Get(fetchenv.Ctx(t), h.URL("origin.test", "/asked"), fetch.GetOptions{CheckURL: rewrite})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if doc.URL != h.url("origin.test", "/asked") || h.origin.Requests()[0].Path != "/asked" {
-			t.Errorf("fetched %s (%s), want the URL asked for", doc.URL, h.origin.Requests()[0].Path)
+		if doc.URL != h.URL("origin.test", "/asked") || h.Origin.Requests()[0].Path != "/asked" {
+			t.Errorf("fetched %s (%s), want the URL asked for", doc.URL, h.Origin.Requests()[0].Path)
 		}
 	})
 }
@@ -288,22 +289,22 @@ func TestHandleRefusedByCheckURL(t *testing.T) {
 		}
 		return nil
 	}
-	h := newHarness(t, mux, harnessOptions{fetch: fetch.Options{CheckURL: refuse}})
-	mux.Handle("/to-a", testenv.Redirect(http.StatusFound, h.url("a.test", "/final")))
+	h := fetchenv.New(t, mux, fetchenv.Options{Fetch: fetch.Options{CheckURL: refuse}})
+	mux.Handle("/to-a", testenv.Redirect(http.StatusFound, h.URL("a.test", "/final")))
 	mux.Handle("/final", testenv.Status(200, nil, "never"))
 	tests := []struct {
 		name      string
 		url       string
 		wantPaths []string
 	}{
-		{name: "the command's URL", url: h.url("a.test", "/final")},
-		{name: "a redirect target", url: h.url("origin.test", "/to-a"), wantPaths: []string{"/to-a"}},
+		{name: "the command's URL", url: h.URL("a.test", "/final")},
+		{name: "a redirect target", url: h.URL("origin.test", "/to-a"), wantPaths: []string{"/to-a"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := len(h.origin.Requests())
+			before := len(h.Origin.Requests())
 			cmd := command(tt.url)
-			out := h.handle(t, cmd)
+			out := h.Handle(t, cmd)
 			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonDestinationRefused {
 				t.Fatalf("outcome = %v/%q (%v), want permanent/destination_refused", out.Kind, out.Reason, out.Err)
 			}
@@ -316,7 +317,7 @@ func TestHandleRefusedByCheckURL(t *testing.T) {
 				t.Errorf("fact (-want +got):\n%s", diff)
 			}
 			var paths []string
-			for _, s := range h.origin.Requests()[before:] {
+			for _, s := range h.Origin.Requests()[before:] {
 				paths = append(paths, s.Path)
 			}
 			if diff := cmp.Diff(tt.wantPaths, paths); diff != "" {

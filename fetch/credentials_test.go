@@ -1,6 +1,7 @@
 package fetch_test
 
 import (
+	"errors"
 	"net/http"
 	"sort"
 	"sync/atomic"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/fetch/feed"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 )
 
 // hopSeen is one request as a credentials test judges it.
@@ -22,14 +25,14 @@ type hopSeen struct {
 }
 
 // TestCredentialsStopAtTheFirstHopOffOrigin runs every redirect chain
-// through each way a redirect is followed (Get, GetFeed's page fetch, the
+// through each way a redirect is followed (Get, feed.Get's page fetch, the
 // Handler) and checks what each hop received: credentials only while every
 // hop so far is on the requested URL's origin, even when the chain comes
 // back to it; every other caller header everywhere; and a retried attempt
 // starting a fresh chain.
 func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
 	type setup struct {
-		h             *harness
+		h             *fetchenv.Harness
 		other, secure *testenv.Origin
 		mux           *http.ServeMux
 	}
@@ -44,7 +47,7 @@ func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
 	}{
 		{
 			name:  "A to B back to A",
-			start: func(s setup) string { return s.h.url("origin.test", "/leave") },
+			start: func(s setup) string { return s.h.URL("origin.test", "/leave") },
 			wantHops: []hopSeen{
 				with(true, "origin.test", "/leave"),
 				with(false, "a.test", "/come-back"),
@@ -53,7 +56,7 @@ func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
 		},
 		{
 			name:  "A to A to A",
-			start: func(s setup) string { return s.h.url("origin.test", "/stay") },
+			start: func(s setup) string { return s.h.URL("origin.test", "/stay") },
 			wantHops: []hopSeen{
 				with(true, "origin.test", "/stay"),
 				with(true, "origin.test", "/stay-again"),
@@ -62,7 +65,7 @@ func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
 		},
 		{
 			name:  "another host",
-			start: func(s setup) string { return s.h.url("origin.test", "/to-host") },
+			start: func(s setup) string { return s.h.URL("origin.test", "/to-host") },
 			wantHops: []hopSeen{
 				with(true, "origin.test", "/to-host"),
 				with(false, "a.test", "/final"),
@@ -70,7 +73,7 @@ func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
 		},
 		{
 			name:  "same host, another port",
-			start: func(s setup) string { return s.h.url("origin.test", "/to-port") },
+			start: func(s setup) string { return s.h.URL("origin.test", "/to-port") },
 			wantHops: []hopSeen{
 				with(true, "origin.test", "/to-port"),
 				with(false, "origin.test", "/final"),
@@ -78,7 +81,7 @@ func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
 		},
 		{
 			name:  "same host, http to https",
-			start: func(s setup) string { return s.h.url("example.com", "/to-https") },
+			start: func(s setup) string { return s.h.URL("example.com", "/to-https") },
 			wantHops: []hopSeen{
 				with(true, "example.com", "/to-https"),
 				with(false, "example.com", "/final"),
@@ -86,7 +89,7 @@ func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
 		},
 		{
 			name:    "a retry after a 503 starts a fresh chain",
-			start:   func(s setup) string { return s.h.url("origin.test", "/leave-flaky") },
+			start:   func(s setup) string { return s.h.URL("origin.test", "/leave-flaky") },
 			retries: true,
 			wantHops: []hopSeen{
 				with(true, "origin.test", "/leave-flaky"),
@@ -107,16 +110,16 @@ func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
 			if retry {
 				opts.Retries = 1
 			}
-			if _, err := s.h.fetcher.Get(libCtx(t), url, opts); err != nil {
+			if _, err := s.h.Fetcher.Get(fetchenv.Ctx(t), url, opts); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{name: "GetFeed", fetch: func(t *testing.T, s setup, url string, headers map[string]string, retry bool) {
+		{name: "feed.Get", fetch: func(t *testing.T, s setup, url string, headers map[string]string, retry bool) {
 			opts := fetch.GetOptions{Headers: headers, Retries: fetch.None, Backoff: fetch.None}
 			if retry {
 				opts.Retries = 1
 			}
-			if _, err := s.h.fetcher.GetFeed(libCtx(t), url, opts, fetch.FeedOptions{}); err != nil {
+			if _, err := feed.Get(fetchenv.Ctx(t), s.h.Fetcher, url, opts, feed.Options{}); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -126,11 +129,11 @@ func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
 			if retry {
 				// The worker retries through the stream: a second delivery
 				// is a second Handle.
-				if out := s.h.handle(t, cmd); out.Kind != contentfetch.Transient {
+				if out := s.h.Handle(t, cmd); out.Kind != contentfetch.Transient {
 					t.Fatalf("first delivery: kind = %v (%v), want transient", out.Kind, out.Err)
 				}
 			}
-			if out := s.h.handle(t, cmd); out.Kind != contentfetch.Stored {
+			if out := s.h.Handle(t, cmd); out.Kind != contentfetch.Stored {
 				t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 			}
 		}},
@@ -143,22 +146,22 @@ func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
 		for _, sc := range scenarios {
 			for i, headers := range spellings {
 				t.Run(way.name+"/"+sc.name+"/spelling "+string(rune('1'+i)), func(t *testing.T) {
-					feed := served("application/atom+xml", atomBody)
+					feed := fetchenv.Served("application/atom+xml", fetchenv.AtomFeed)
 					s := setup{mux: http.NewServeMux()}
 					s.other = testenv.StartOrigin(t, feed)
 					s.secure = testenv.StartTLSOrigin(t, feed)
-					s.h = newHarness(t, s.mux, harnessOptions{fetch: fetch.Options{Pacer: libPacer{}, TLSConfig: trust(s.secure)}})
+					s.h = fetchenv.New(t, s.mux, fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}, TLSConfig: trust(s.secure)}})
 					var flaked atomic.Bool
 					s.mux.Handle("/final", feed)
-					s.mux.Handle("/leave", testenv.Redirect(http.StatusFound, s.h.url("a.test", "/come-back")))
-					s.mux.Handle("/come-back", testenv.Redirect(http.StatusFound, s.h.url("origin.test", "/final")))
+					s.mux.Handle("/leave", testenv.Redirect(http.StatusFound, s.h.URL("a.test", "/come-back")))
+					s.mux.Handle("/come-back", testenv.Redirect(http.StatusFound, s.h.URL("origin.test", "/final")))
 					s.mux.Handle("/stay", testenv.Redirect(http.StatusFound, "/stay-again"))
-					s.mux.Handle("/stay-again", testenv.Redirect(http.StatusFound, "HTTP://ORIGIN.test:"+s.h.origin.Port()+"/final"))
-					s.mux.Handle("/to-host", testenv.Redirect(http.StatusFound, s.h.url("a.test", "/final")))
+					s.mux.Handle("/stay-again", testenv.Redirect(http.StatusFound, "HTTP://ORIGIN.test:"+s.h.Origin.Port()+"/final"))
+					s.mux.Handle("/to-host", testenv.Redirect(http.StatusFound, s.h.URL("a.test", "/final")))
 					s.mux.Handle("/to-port", testenv.Redirect(http.StatusFound, s.other.URLFor("origin.test", "/final")))
 					s.mux.Handle("/to-https", testenv.Redirect(http.StatusFound, s.secure.URLFor("example.com", "/final")))
-					s.mux.Handle("/leave-flaky", testenv.Redirect(http.StatusFound, s.h.url("a.test", "/come-back-flaky")))
-					s.mux.Handle("/come-back-flaky", testenv.Redirect(http.StatusFound, s.h.url("origin.test", "/flaky")))
+					s.mux.Handle("/leave-flaky", testenv.Redirect(http.StatusFound, s.h.URL("a.test", "/come-back-flaky")))
+					s.mux.Handle("/come-back-flaky", testenv.Redirect(http.StatusFound, s.h.URL("origin.test", "/flaky")))
 					s.mux.HandleFunc("/flaky", func(w http.ResponseWriter, r *http.Request) {
 						if flaked.CompareAndSwap(false, true) {
 							w.WriteHeader(http.StatusServiceUnavailable)
@@ -170,7 +173,7 @@ func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
 					way.fetch(t, s, sc.start(s), headers, sc.retries)
 
 					var seen []testenv.Seen
-					for _, o := range []*testenv.Origin{s.h.origin, s.other, s.secure} {
+					for _, o := range []*testenv.Origin{s.h.Origin, s.other, s.secure} {
 						seen = append(seen, o.Requests()...)
 					}
 					sort.SliceStable(seen, func(i, j int) bool { return seen[i].At.Before(seen[j].At) })
@@ -184,6 +187,69 @@ func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestSameOrigin checks what one origin is: scheme, host and port,
+// case-insensitive, a missing port being the scheme's default.
+func TestSameOrigin(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"http://a.test/x", "http://a.test/y?q#f", true},
+		{"http://a.test/", "http://a.test:80/", true},
+		{"https://a.test/", "https://a.test:443/", true},
+		{"HTTP://A.Test/", "http://a.test/", true},
+		{"http://u:p@a.test/", "http://a.test/", true},
+		{"http://[::1]:80/", "http://[::1]/", true},
+		{"http://a.test/", "https://a.test/", false},
+		{"http://a.test/", "http://a.test:8080/", false},
+		{"http://a.test:443/", "https://a.test/", false},
+		{"http://a.test/", "http://b.test/", false},
+		{"http://a.test/", "http://sub.a.test/", false},
+	}
+	for _, tt := range tests {
+		a, b := fetchenv.MustURL(t, tt.a), fetchenv.MustURL(t, tt.b)
+		if got := fetch.SameOrigin(a, b); got != tt.want {
+			t.Errorf("SameOrigin(%s, %s) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+		if got := fetch.SameOrigin(b, a); got != tt.want {
+			t.Errorf("SameOrigin(%s, %s) = %v, want %v", tt.b, tt.a, got, tt.want)
+		}
+	}
+}
+
+// TestWithoutCredentials checks every spelling of every credential is
+// dropped, every other header kept, and the caller's map left alone.
+func TestWithoutCredentials(t *testing.T) {
+	in := map[string]string{
+		"Authorization": "Bearer s3cret", "COOKIE": "session=1", "proxy-Authorization": "Basic eA==",
+		"X-Trace": "t-1", "accept": "application/atom+xml", "authorization-hint": "kept",
+	}
+	want := map[string]string{"X-Trace": "t-1", "accept": "application/atom+xml", "authorization-hint": "kept"}
+	if diff := cmp.Diff(want, fetch.WithoutCredentials(in)); diff != "" {
+		t.Errorf("WithoutCredentials (-want +got):\n%s", diff)
+	}
+	if len(in) != 6 {
+		t.Errorf("the caller's headers changed: %v", in)
+	}
+	if got := fetch.WithoutCredentials(nil); got == nil || len(got) != 0 {
+		t.Errorf("WithoutCredentials(nil) = %#v, want an empty map", got)
+	}
+}
+
+// TestFetchable checks which URLs a Fetcher takes.
+func TestFetchable(t *testing.T) {
+	for raw, ok := range map[string]bool{
+		"http://a.test/": true, "HTTPS://a.test:8443/x?q": true, "http://u:p@a.test/": true,
+		"ftp://a.test/": false, "/relative": false, "http:///nohost": false, "http:opaque": false,
+		"mailto:x@a.test": false, "javascript:alert(1)": false,
+	} {
+		err := fetch.Fetchable(fetchenv.MustURL(t, raw))
+		if (err == nil) != ok || (err != nil && !errors.Is(err, fetch.ErrNotFetchable)) {
+			t.Errorf("Fetchable(%q) = %v, want ok %v or ErrNotFetchable", raw, err, ok)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 	"github.com/replicator-go/replicator/sink"
 )
 
@@ -121,31 +122,31 @@ func TestHandleStoresDecodedBodies(t *testing.T) {
 				if status == 0 {
 					status = http.StatusOK
 				}
-				h := newHarness(t, encodedOrigin(tt.body, status, tt.header...), harnessOptions{})
-				cmd := command(h.url("origin.test", "/doc"))
+				h := fetchenv.New(t, encodedOrigin(tt.body, status, tt.header...), fetchenv.Options{})
+				cmd := command(h.URL("origin.test", "/doc"))
 				wantAE := "gzip"
 				if ae != "" {
 					cmd.Headers = map[string]string{"Accept-Encoding": ae}
 					wantAE = ae
 				}
-				out := h.handle(t, cmd)
+				out := h.Handle(t, cmd)
 				if out.Kind != contentfetch.Stored {
 					t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 				}
 				fact := out.Fact.(*envelope.BlobAvailable)
-				if got := stored(t, h.sink, fact.ContentFingerprint); !bytes.Equal(got, tt.want) {
+				if got := stored(t, h.Sink, fact.ContentFingerprint); !bytes.Equal(got, tt.want) {
 					t.Errorf("stored %d bytes %.20q…, want %d bytes %.20q…", len(got), got, len(tt.want), tt.want)
 				}
 				if fact.ContentFingerprint != sha(tt.want) || fact.SizeBytes != int64(len(tt.want)) {
 					t.Errorf("fact announces %s, %d bytes; want %s, %d", fact.ContentFingerprint, fact.SizeBytes, sha(tt.want), len(tt.want))
 				}
-				if mt, _ := h.sink.MediaType(fact.ContentFingerprint); mt != "text/plain" || fact.MediaType != mt {
+				if mt, _ := h.Sink.MediaType(fact.ContentFingerprint); mt != "text/plain" || fact.MediaType != mt {
 					t.Errorf("sink recorded media type %q, fact announces %q; want text/plain for both", mt, fact.MediaType)
 				}
 				if fact.FetchedAt == nil || fact.FetchedAt.IsZero() {
 					t.Errorf("fetched_at = %v, want the time the body ended", fact.FetchedAt)
 				}
-				if got := h.origin.Requests()[0].Header.Get("Accept-Encoding"); got != wantAE {
+				if got := h.Origin.Requests()[0].Header.Get("Accept-Encoding"); got != wantAE {
 					t.Errorf("Accept-Encoding sent = %q, want %q", got, wantAE)
 				}
 			})
@@ -157,13 +158,13 @@ func TestHandleStoresDecodedBodies(t *testing.T) {
 // sent without the default accept-encoding, since a range of a gzip stream
 // is no gzip stream.
 func TestHandleRangeIsNotOfferedGzip(t *testing.T) {
-	h := newHarness(t, encodedOrigin([]byte("part"), http.StatusPartialContent), harnessOptions{})
-	cmd := command(h.url("origin.test", "/doc"))
+	h := fetchenv.New(t, encodedOrigin([]byte("part"), http.StatusPartialContent), fetchenv.Options{})
+	cmd := command(h.URL("origin.test", "/doc"))
 	cmd.Headers = map[string]string{"Range": "bytes=0-3"}
-	if out := h.handle(t, cmd); out.Kind != contentfetch.Stored {
+	if out := h.Handle(t, cmd); out.Kind != contentfetch.Stored {
 		t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 	}
-	if got := h.origin.Requests()[0].Header.Values("Accept-Encoding"); len(got) != 0 {
+	if got := h.Origin.Requests()[0].Header.Values("Accept-Encoding"); len(got) != 0 {
 		t.Errorf("Accept-Encoding sent = %q with a range request, want none", got)
 	}
 }
@@ -208,8 +209,8 @@ func TestHandleDecodedSizeLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, tt.handler, harnessOptions{fetch: fetch.Options{MaxBodyBytes: limit}})
-			out := h.handle(t, command(h.url("origin.test", "/doc")))
+			h := fetchenv.New(t, tt.handler, fetchenv.Options{Fetch: fetch.Options{MaxBodyBytes: limit}})
+			out := h.Handle(t, command(h.URL("origin.test", "/doc")))
 			if out.Kind != tt.wantKind {
 				t.Fatalf("kind = %v (%v), want %v", out.Kind, out.Err, tt.wantKind)
 			}
@@ -217,7 +218,7 @@ func TestHandleDecodedSizeLimit(t *testing.T) {
 				if out.Reason != envelope.ReasonTooLarge || !errors.Is(out.Err, fetch.ErrTooLarge) {
 					t.Errorf("reason = %q, err = %v; want too_large", out.Reason, out.Err)
 				}
-				if n := h.sink.Len(); n != 0 {
+				if n := h.Sink.Len(); n != 0 {
 					t.Errorf("sink holds %d blobs, want none", n)
 				}
 			}
@@ -256,8 +257,8 @@ func TestHandleCorruptEncoding(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, encodedOrigin(tt.body, 200, tt.coding), harnessOptions{})
-			out := h.handle(t, command(h.url("origin.test", "/doc")))
+			h := fetchenv.New(t, encodedOrigin(tt.body, 200, tt.coding), fetchenv.Options{})
+			out := h.Handle(t, command(h.URL("origin.test", "/doc")))
 			if out.Kind != contentfetch.Transient {
 				t.Fatalf("kind = %v (%v), want transient", out.Kind, out.Err)
 			}
@@ -267,10 +268,10 @@ func TestHandleCorruptEncoding(t *testing.T) {
 			if fetch.Retryable(out.Err) {
 				t.Errorf("Retryable(%v) = true; the same stream would come back", out.Err)
 			}
-			if n := h.sink.Len(); n != 0 {
+			if n := h.Sink.Len(); n != 0 {
 				t.Errorf("sink holds %d blobs, want none", n)
 			}
-			if _, err := h.sink.Open(t.Context(), sha(tt.body)); !errors.Is(err, sink.ErrNotFound) {
+			if _, err := h.Sink.Open(t.Context(), sha(tt.body)); !errors.Is(err, sink.ErrNotFound) {
 				t.Errorf("the encoded bytes were stored (Open err = %v)", err)
 			}
 		})

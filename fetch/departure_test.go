@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink/memory"
 )
@@ -42,7 +43,7 @@ func TestDepartureIsReportedWhileTheOriginHoldsTheRequest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			interval := time.Second
-			pacer := &signalPacer{Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: spacing(interval)}), sent: make(chan string, 4)}
+			pacer := &signalPacer{Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: interval}), sent: make(chan string, 4)}
 			gotMajor := make(chan int, 1)
 			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				gotMajor <- r.ProtoMajor
@@ -64,7 +65,7 @@ func TestDepartureIsReportedWhileTheOriginHoldsTheRequest(t *testing.T) {
 				srv.Start()
 			}
 			t.Cleanup(srv.Close)
-			f := fetch.New(fetch.Options{Guard: testGuard(), Pacer: pacer, TLSConfig: tlsConfig, Logger: quiet})
+			f := fetch.New(fetch.Options{Guard: fetchenv.Guard(), Pacer: pacer, TLSConfig: tlsConfig, Logger: fetchenv.Quiet})
 			t.Cleanup(f.Close)
 
 			port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]

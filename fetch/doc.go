@@ -5,8 +5,8 @@
 // A Fetcher performs one guarded, paced GET, following redirects itself.
 // Fetcher.Fetch is one attempt; Fetcher.Get adds what a library caller
 // wants on top (retries with jittered backoff, a conditional cache,
-// document kind detection, a per-hop CheckURL); Fetcher.GetFeed finds and
-// fetches the feed a page advertises.
+// document kind detection, a per-hop CheckURL). Feed discovery is package
+// fetch/feed.
 //
 // The content.fetch command semantics built on it (the handler, its
 // outcomes and facts) are package contentfetch; its consume loop is
@@ -37,21 +37,6 @@
 // fetchable, a body over the limit, a final status that will not heal),
 // worth retrying soon (5xx, 408, 429, failures on the wire, timeouts), or
 // neither (a failure of this process, or one that heals only later).
-//
-// # Feed discovery
-//
-// Fetcher.GetFeed fetches a page with Get. A page that is already a feed
-// (any kind but html) is the answer. Otherwise its first
-// FeedOptions.MaxPageBytes (1 MiB) are tokenized as they stream back from
-// the sink for <link rel="alternate"> elements whose type is a feed's
-// (Atom, RSS, RDF, JSON Feed, NWF); hrefs resolve against the first
-// <base href>, or the page's final URL; duplicates and anything but
-// http(s) are dropped, and at most MaxFeedLinks are kept. Up to
-// FeedOptions.MaxCandidates (3) links are tried in FeedOptions.Prefer's
-// order (atom, rss, jsonfeed, rdf, nwf), each a full Get, until one is a
-// feed. Credentials go to a link only when the page's fetch never left the
-// origin asked for and the link is on it too. No link: ErrNoFeed; every link
-// failing: a *FeedError naming each link and its error.
 //
 // # Compression
 //

@@ -40,11 +40,11 @@ type Document struct {
 	// Attempts is how many attempts this Get made, the successful one
 	// included.
 	Attempts int
+	// LeftOrigin is the fetch's Result.LeftOrigin: a redirect left the
+	// origin asked for, so the body's links deserve no credentials either.
+	LeftOrigin bool
 
 	sink sink.Sink
-	// leftOrigin is the fetch's Result.LeftOrigin: the page's links are
-	// then not trusted with credentials (GetFeed).
-	leftOrigin bool
 }
 
 // ErrNoBody is returned by Document.Open for a Document that has no sink

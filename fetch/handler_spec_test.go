@@ -25,6 +25,7 @@ import (
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/memory"
@@ -152,8 +153,8 @@ func TestFailedFactDetailIsBounded(t *testing.T) {
 	// The same bound holds on a fact the Handler builds from a long error:
 	// a 404 for a very long URL names that URL in its detail.
 	t.Run("through the handler", func(t *testing.T) {
-		h := newHarness(t, testenv.Status(http.StatusNotFound, nil, "gone"), harnessOptions{})
-		out := h.handle(t, command(h.url("origin.test", "/"+strings.Repeat("p", 8*contentfetch.MaxDetailLength))))
+		h := fetchenv.New(t, testenv.Status(http.StatusNotFound, nil, "gone"), fetchenv.Options{})
+		out := h.Handle(t, command(h.URL("origin.test", "/"+strings.Repeat("p", 8*contentfetch.MaxDetailLength))))
 		fact, ok := out.Fact.(*envelope.FetchFailed)
 		if out.Kind != contentfetch.Permanent || !ok {
 			t.Fatalf("outcome = %v (%v), want permanent with a fact", out.Kind, out.Err)
@@ -181,12 +182,12 @@ func TestHandleFetchedAtIsWhenTheBodyEnded(t *testing.T) {
 		// the times it tells apart are trickle and linger apart.
 		margin = 250 * time.Millisecond
 	)
-	h := newHarness(t, testenv.Trickle([]byte("slow "), every, chunks), harnessOptions{})
-	spy := &putSpy{Sink: h.sink, afterEOF: linger}
-	handler := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: h.fetcher, Sink: spy, Logger: quiet})
+	h := fetchenv.New(t, testenv.Trickle([]byte("slow "), every, chunks), fetchenv.Options{})
+	spy := &putSpy{Sink: h.Sink, afterEOF: linger}
+	handler := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: h.Fetcher, Sink: spy, Logger: fetchenv.Quiet})
 
 	start := time.Now().Round(0) // wall clock, as the fact's times are
-	out := handler.Handle(specCtx(t, 30*time.Second), command(h.url("origin.test", "/slow")), nil)
+	out := handler.Handle(specCtx(t, 30*time.Second), command(h.URL("origin.test", "/slow")), nil)
 	if out.Kind != contentfetch.Stored {
 		t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 	}
@@ -220,7 +221,7 @@ func TestHandleNetworkErrorsAreTransient(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle("/ok", testenv.Status(http.StatusOK, nil, "never stored"))
 	mux.Handle("/reset", resetMidBody(64<<10, 1<<10))
-	h := newHarness(t, mux, harnessOptions{})
+	h := fetchenv.New(t, mux, fetchenv.Options{})
 	// An https origin whose certificate nothing trusts; its log of the
 	// refused handshake is expected noise.
 	untrusted := httptest.NewUnstartedServer(testenv.Status(http.StatusOK, nil, "never stored"))
@@ -234,15 +235,15 @@ func TestHandleNetworkErrorsAreTransient(t *testing.T) {
 		url     string
 		wantErr error // also wrapped, when set
 	}{
-		{name: "DNS: name the resolver does not know", url: "http://nowhere.test:" + h.origin.Port() + "/ok", wantErr: guard.ErrResolve},
+		{name: "DNS: name the resolver does not know", url: "http://nowhere.test:" + h.Origin.Port() + "/ok", wantErr: guard.ErrResolve},
 		{name: "connect: refused", url: "http://origin.test:" + specClosedPort(t) + "/ok", wantErr: fetch.ErrNetwork},
-		{name: "TLS: https to a plain HTTP origin", url: "https://origin.test:" + h.origin.Port() + "/ok", wantErr: fetch.ErrNetwork},
+		{name: "TLS: https to a plain HTTP origin", url: "https://origin.test:" + h.Origin.Port() + "/ok", wantErr: fetch.ErrNetwork},
 		{name: "TLS: untrusted certificate", url: "https://example.com:" + untrustedPort + "/ok", wantErr: fetch.ErrNetwork},
-		{name: "reset mid-body", url: h.url("origin.test", "/reset"), wantErr: fetch.ErrNetwork},
+		{name: "reset mid-body", url: h.URL("origin.test", "/reset"), wantErr: fetch.ErrNetwork},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out := h.handle(t, command(tt.url))
+			out := h.Handle(t, command(tt.url))
 			if out.Kind != contentfetch.Transient {
 				t.Fatalf("outcome = %v/%q (%v), want transient", out.Kind, out.Reason, out.Err)
 			}
@@ -258,7 +259,7 @@ func TestHandleNetworkErrorsAreTransient(t *testing.T) {
 			}
 		})
 	}
-	if n := h.sink.Len(); n != 0 {
+	if n := h.Sink.Len(); n != 0 {
 		t.Errorf("sink holds %d blobs, want none", n)
 	}
 }
@@ -349,17 +350,17 @@ func TestHandleDefaultHeadersOnTheWire(t *testing.T) {
 func specHandler(t *testing.T, opts fetch.Options, dst sink.Sink) *contentfetch.Handler {
 	t.Helper()
 	if opts.Guard == nil {
-		opts.Guard = testGuard()
+		opts.Guard = fetchenv.Guard()
 	}
 	if opts.Logger == nil {
-		opts.Logger = quiet
+		opts.Logger = fetchenv.Quiet
 	}
 	if opts.Pacer == nil {
 		opts.Pacer = policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None})
 	}
 	f := fetch.New(opts)
 	t.Cleanup(f.Close)
-	return contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: f, Sink: dst, Logger: quiet})
+	return contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: f, Sink: dst, Logger: fetchenv.Quiet})
 }
 
 func specCtx(t *testing.T, d time.Duration) context.Context {

@@ -18,6 +18,7 @@ import (
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 	"github.com/replicator-go/replicator/sink"
 )
 
@@ -28,15 +29,15 @@ var ignoreTimes = cmp.Options{
 
 func TestHandleStoresBodyAndPublishesEnrichedFact(t *testing.T) {
 	body := []byte("<html>hello</html>")
-	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := fetchenv.New(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "Text/HTML; charset=utf-8")
 		w.Header().Set("ETag", ` W/"abc" `)
 		w.Header().Set("Last-Modified", "Sun, 29 Nov 2026 23:18:58 GMT")
 		w.Write(body)
-	}), harnessOptions{})
+	}), fetchenv.Options{})
 	before := time.Now()
-	cmd := command(h.url("origin.test", "/page"))
-	out := h.handle(t, cmd)
+	cmd := command(h.URL("origin.test", "/page"))
+	out := h.Handle(t, cmd)
 	if out.Kind != contentfetch.Stored {
 		t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 	}
@@ -65,7 +66,7 @@ func TestHandleStoresBodyAndPublishesEnrichedFact(t *testing.T) {
 	if got.BlobExpiresAt == nil || got.BlobExpiresAt.After(time.Now().Add(time.Hour)) {
 		t.Errorf("blob_expires_at = %v, want at most now+TTL", got.BlobExpiresAt)
 	}
-	if !bytes.Equal(stored(t, h.sink, got.ContentFingerprint), body) {
+	if !bytes.Equal(stored(t, h.Sink, got.ContentFingerprint), body) {
 		t.Error("stored bytes differ from the body served")
 	}
 }
@@ -100,9 +101,9 @@ func TestHandleStatusClasses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, testenv.Status(tt.status, tt.header, "body"), harnessOptions{})
-			cmd := command(h.url("origin.test", "/"))
-			out := h.handle(t, cmd)
+			h := fetchenv.New(t, testenv.Status(tt.status, tt.header, "body"), fetchenv.Options{})
+			cmd := command(h.URL("origin.test", "/"))
+			out := h.Handle(t, cmd)
 			if out.Kind != tt.wantKind || out.Reason != tt.wantReason {
 				t.Fatalf("outcome = %v/%q (%v), want %v/%q", out.Kind, out.Reason, out.Err, tt.wantKind, tt.wantReason)
 			}
@@ -123,7 +124,7 @@ func TestHandleStatusClasses(t *testing.T) {
 			}
 			// The interval in force is what a fresh reservation must wait
 			// after the request that just went out.
-			r, _ := h.pacer.ReserveAt(time.Now(), "origin.test", time.Hour)
+			r, _ := h.Pacer.ReserveAt(time.Now(), "origin.test", time.Hour)
 			if tt.wantInterval == 0 {
 				if r.Interval != 0 {
 					t.Errorf("interval = %v, want no escalation", r.Interval)
@@ -136,7 +137,7 @@ func TestHandleStatusClasses(t *testing.T) {
 }
 
 func TestHandleRefusesBadRequestOptionsBeforeAnyRequest(t *testing.T) {
-	h := newHarness(t, testenv.Status(200, nil, "never"), harnessOptions{})
+	h := fetchenv.New(t, testenv.Status(200, nil, "never"), fetchenv.Options{})
 	tooMany := map[string]string{}
 	for i := range guard.MaxHeaders + 1 {
 		tooMany[fmt.Sprintf("x-h%d", i)] = "v"
@@ -170,9 +171,9 @@ func TestHandleRefusesBadRequestOptionsBeforeAnyRequest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := command(h.url("origin.test", "/"))
+			cmd := command(h.URL("origin.test", "/"))
 			cmd.Headers, cmd.TimeoutSeconds = tt.headers, tt.timeout
-			out := h.handle(t, cmd)
+			out := h.Handle(t, cmd)
 			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonInvalidRequestOptions {
 				t.Fatalf("outcome = %v/%q (%v), want permanent/invalid_request_options", out.Kind, out.Reason, out.Err)
 			}
@@ -181,43 +182,43 @@ func TestHandleRefusesBadRequestOptionsBeforeAnyRequest(t *testing.T) {
 			}
 		})
 	}
-	if n := h.origin.Count(); n != 0 {
+	if n := h.Origin.Count(); n != 0 {
 		t.Errorf("origin saw %d requests, want 0", n)
 	}
 }
 
 func TestHandleRefusesUnfetchableURLs(t *testing.T) {
-	h := newHarness(t, testenv.Status(200, nil, "never"), harnessOptions{})
+	h := fetchenv.New(t, testenv.Status(200, nil, "never"), fetchenv.Options{})
 	for _, raw := range []string{"ftp://origin.test/x", "file:///etc/passwd", "http:///nohost", "mailto:a@b.test", "not a url at all", "http://[::1", "javascript:alert(1)", ""} {
 		t.Run(raw, func(t *testing.T) {
-			out := h.handle(t, command(raw))
+			out := h.Handle(t, command(raw))
 			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonNotFetchable {
 				t.Fatalf("outcome = %v/%q (%v), want permanent/not_fetchable", out.Kind, out.Reason, out.Err)
 			}
 		})
 	}
-	if n := h.origin.Count(); n != 0 {
+	if n := h.Origin.Count(); n != 0 {
 		t.Errorf("origin saw %d requests, want 0", n)
 	}
 }
 
 func TestHandleRefusesDeniedDestinations(t *testing.T) {
-	h := newHarness(t, testenv.Status(200, nil, "never"), harnessOptions{})
+	h := fetchenv.New(t, testenv.Status(200, nil, "never"), fetchenv.Options{})
 	// A guard with no allow-list: loopback is denied like any private range.
-	strict := fetch.New(fetch.Options{Guard: guard.New(guard.Options{Resolver: guard.StaticResolver{Hosts: testHosts}})})
+	strict := fetch.New(fetch.Options{Guard: guard.New(guard.Options{Resolver: guard.StaticResolver{Hosts: fetchenv.Hosts}})})
 	t.Cleanup(strict.Close)
-	strictHandler := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: strict, Sink: h.sink})
+	strictHandler := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: strict, Sink: h.Sink})
 	tests := []struct {
 		name    string
 		handler *contentfetch.Handler
 		url     string
 	}{
-		{name: "metadata address", handler: h.handler, url: "http://169.254.169.254/latest/meta-data/"},
-		{name: "name resolving to the metadata address", handler: h.handler, url: "http://metadata.test/"},
-		{name: "name with one private answer", handler: h.handler, url: h.url("mixed.test", "/")},
-		{name: "decimal loopback without allow-list", handler: strictHandler, url: "http://2130706433:" + h.origin.Port() + "/"},
-		{name: "loopback without allow-list", handler: strictHandler, url: h.url("127.0.0.1", "/")},
-		{name: "IPv4-mapped loopback without allow-list", handler: strictHandler, url: h.url("::ffff:127.0.0.1", "/")},
+		{name: "metadata address", handler: h.Handler, url: "http://169.254.169.254/latest/meta-data/"},
+		{name: "name resolving to the metadata address", handler: h.Handler, url: "http://metadata.test/"},
+		{name: "name with one private answer", handler: h.Handler, url: h.URL("mixed.test", "/")},
+		{name: "decimal loopback without allow-list", handler: strictHandler, url: "http://2130706433:" + h.Origin.Port() + "/"},
+		{name: "loopback without allow-list", handler: strictHandler, url: h.URL("127.0.0.1", "/")},
+		{name: "IPv4-mapped loopback without allow-list", handler: strictHandler, url: h.URL("::ffff:127.0.0.1", "/")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -227,7 +228,7 @@ func TestHandleRefusesDeniedDestinations(t *testing.T) {
 			}
 		})
 	}
-	if n := h.origin.Count(); n != 0 {
+	if n := h.Origin.Count(); n != 0 {
 		t.Errorf("origin saw %d requests, want 0", n)
 	}
 }
@@ -251,7 +252,7 @@ func TestHandleRedirects(t *testing.T) {
 	mux.Handle("/to-metadata", testenv.Redirect(http.StatusFound, "http://169.254.169.254/latest/meta-data/"))
 	mux.Handle("/to-metadata-name", testenv.Redirect(http.StatusSeeOther, "http://metadata.test/"))
 	mux.Handle("/relative", testenv.Redirect(http.StatusPermanentRedirect, "chain/0"))
-	h := newHarness(t, mux, harnessOptions{})
+	h := fetchenv.New(t, mux, fetchenv.Options{})
 
 	tests := []struct {
 		name       string
@@ -272,17 +273,17 @@ func TestHandleRedirects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := h.origin.Count()
-			out := h.handle(t, command(h.url("origin.test", tt.path)))
+			before := h.Origin.Count()
+			out := h.Handle(t, command(h.URL("origin.test", tt.path)))
 			if out.Kind != tt.wantKind || out.Reason != tt.wantReason || out.StatusCode != tt.wantStatus {
 				t.Fatalf("outcome = %v/%q/%d (%v), want %v/%q/%d", out.Kind, out.Reason, out.StatusCode, out.Err, tt.wantKind, tt.wantReason, tt.wantStatus)
 			}
-			if hits := h.origin.Count() - before; hits != tt.wantHits {
+			if hits := h.Origin.Count() - before; hits != tt.wantHits {
 				t.Errorf("origin saw %d requests, want %d", hits, tt.wantHits)
 			}
 			if tt.wantKind == contentfetch.Stored {
 				got := out.Fact.(*envelope.BlobAvailable)
-				if want := h.url("origin.test", "/chain/0"); *got.FinalURL != want {
+				if want := h.URL("origin.test", "/chain/0"); *got.FinalURL != want {
 					t.Errorf("final_url = %q, want %q", *got.FinalURL, want)
 				}
 			}
@@ -297,7 +298,7 @@ func TestHandleSizeLimit(t *testing.T) {
 	mux.Handle("/without-length", testenv.Body(limit+1, false))
 	mux.Handle("/exact", testenv.Body(limit, true))
 	mux.Handle("/bomb", testenv.GzipBomb(64*limit))
-	h := newHarness(t, mux, harnessOptions{fetch: fetch.Options{MaxBodyBytes: limit}})
+	h := fetchenv.New(t, mux, fetchenv.Options{Fetch: fetch.Options{MaxBodyBytes: limit}})
 	tests := []struct {
 		path     string
 		wantKind contentfetch.Kind
@@ -309,7 +310,7 @@ func TestHandleSizeLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
-			out := h.handle(t, command(h.url("origin.test", tt.path)))
+			out := h.Handle(t, command(h.URL("origin.test", tt.path)))
 			if out.Kind != tt.wantKind {
 				t.Fatalf("kind = %v (%v), want %v", out.Kind, out.Err, tt.wantKind)
 			}
@@ -321,34 +322,34 @@ func TestHandleSizeLimit(t *testing.T) {
 		})
 	}
 	// Only the exact-size body is stored.
-	if _, err := h.sink.Open(t.Context(), sha(bytes.Repeat([]byte("x"), limit+1))); !errors.Is(err, sink.ErrNotFound) {
+	if _, err := h.Sink.Open(t.Context(), sha(bytes.Repeat([]byte("x"), limit+1))); !errors.Is(err, sink.ErrNotFound) {
 		t.Errorf("an over-limit body was stored (Open err = %v)", err)
 	}
 }
 
 func TestHandleDecompression(t *testing.T) {
 	body := bytes.Repeat([]byte("feed "), 1000)
-	h := newHarness(t, testenv.Gzipped(body), harnessOptions{})
+	h := fetchenv.New(t, testenv.Gzipped(body), fetchenv.Options{})
 	t.Run("decoded when the worker asked for gzip", func(t *testing.T) {
-		out := h.handle(t, command(h.url("origin.test", "/")))
+		out := h.Handle(t, command(h.URL("origin.test", "/")))
 		if out.Kind != contentfetch.Stored {
 			t.Fatalf("kind = %v (%v)", out.Kind, out.Err)
 		}
-		if got := stored(t, h.sink, out.Fact.(*envelope.BlobAvailable).ContentFingerprint); !bytes.Equal(got, body) {
+		if got := stored(t, h.Sink, out.Fact.(*envelope.BlobAvailable).ContentFingerprint); !bytes.Equal(got, body) {
 			t.Errorf("stored %d bytes, want the %d decoded bytes", len(got), len(body))
 		}
-		if ae := h.origin.Requests()[0].Header.Get("Accept-Encoding"); ae != "gzip" {
+		if ae := h.Origin.Requests()[0].Header.Get("Accept-Encoding"); ae != "gzip" {
 			t.Errorf("Accept-Encoding sent = %q, want gzip", ae)
 		}
 	})
 	t.Run("decoded too when the issuer set accept-encoding", func(t *testing.T) {
-		cmd := command(h.url("origin.test", "/"))
+		cmd := command(h.URL("origin.test", "/"))
 		cmd.Headers = map[string]string{"Accept-Encoding": "gzip"}
-		out := h.handle(t, cmd)
+		out := h.Handle(t, cmd)
 		if out.Kind != contentfetch.Stored {
 			t.Fatalf("kind = %v (%v)", out.Kind, out.Err)
 		}
-		if got := stored(t, h.sink, out.Fact.(*envelope.BlobAvailable).ContentFingerprint); !bytes.Equal(got, body) {
+		if got := stored(t, h.Sink, out.Fact.(*envelope.BlobAvailable).ContentFingerprint); !bytes.Equal(got, body) {
 			t.Errorf("stored %d bytes, want the %d decoded bytes", len(got), len(body))
 		}
 	})
@@ -359,7 +360,7 @@ func TestHandleTimeouts(t *testing.T) {
 	mux.Handle("/hang", testenv.Hang())
 	mux.Handle("/trickle", testenv.Trickle([]byte("x"), 50*time.Millisecond, 100))
 	mux.Handle("/stall", testenv.Trickle([]byte("x"), 2*time.Second, 3))
-	h := newHarness(t, mux, harnessOptions{fetch: fetch.Options{MaxFetchTime: 700 * time.Millisecond}})
+	h := fetchenv.New(t, mux, fetchenv.Options{Fetch: fetch.Options{MaxFetchTime: 700 * time.Millisecond}})
 	tests := []struct {
 		name    string
 		path    string
@@ -372,10 +373,10 @@ func TestHandleTimeouts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := command(h.url("origin.test", tt.path))
+			cmd := command(h.URL("origin.test", tt.path))
 			cmd.TimeoutSeconds = &tt.timeout
 			start := time.Now()
-			out := h.handle(t, cmd)
+			out := h.Handle(t, cmd)
 			if out.Kind != contentfetch.Transient || !errors.Is(out.Err, tt.wantErr) {
 				t.Fatalf("outcome = %v (%v), want transient %v", out.Kind, out.Err, tt.wantErr)
 			}
@@ -395,11 +396,11 @@ func TestHandleMalformedResponses(t *testing.T) {
 	mux.Handle("/etag-obs-text", testenv.Status(200, map[string]string{"Etag": "\"caf\xe9\"", "Last-Modified": "Sun, 29 Nov 2026 \xa0"}, "body"))
 	mux.Handle("/blank-headers", testenv.Status(200, map[string]string{"Etag": "   ", "Content-Type": " "}, "body"))
 	mux.Handle("/long-etag", testenv.Status(200, map[string]string{"Etag": `"` + strings.Repeat("e", 1100) + `"`}, "body"))
-	h := newHarness(t, mux, harnessOptions{})
+	h := fetchenv.New(t, mux, fetchenv.Options{})
 
 	for _, path := range []string{"/bad-chunked", "/garbage"} {
 		t.Run(path, func(t *testing.T) {
-			out := h.handle(t, command(h.url("origin.test", path)))
+			out := h.Handle(t, command(h.URL("origin.test", path)))
 			if out.Kind != contentfetch.Transient {
 				t.Fatalf("kind = %v (%v), want transient", out.Kind, out.Err)
 			}
@@ -420,7 +421,7 @@ func TestHandleMalformedResponses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
-			out := h.handle(t, command(h.url("origin.test", tt.path)))
+			out := h.Handle(t, command(h.URL("origin.test", tt.path)))
 			if out.Kind != contentfetch.Stored {
 				t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 			}
@@ -439,21 +440,21 @@ func TestHandleMalformedResponses(t *testing.T) {
 }
 
 func TestHandleHeadersOnTheWire(t *testing.T) {
-	h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{})
+	h := fetchenv.New(t, testenv.Status(200, nil, "ok"), fetchenv.Options{})
 	t.Run("default user-agent", func(t *testing.T) {
-		h.handle(t, command(h.url("origin.test", "/")))
-		got := h.origin.Requests()
+		h.Handle(t, command(h.URL("origin.test", "/")))
+		got := h.Origin.Requests()
 		if ua := got[len(got)-1].Header.Values("User-Agent"); len(ua) != 1 || ua[0] != fetch.DefaultUserAgent {
 			t.Errorf("User-Agent lines = %q, want one default", ua)
 		}
 	})
 	t.Run("issuer wins with one line", func(t *testing.T) {
-		cmd := command(h.url("origin.test", "/"))
+		cmd := command(h.URL("origin.test", "/"))
 		cmd.Headers = map[string]string{"User-Agent": "  issuer/1.0 ", "X-Trace": "abc"}
-		if out := h.handle(t, cmd); out.Kind != contentfetch.Stored {
+		if out := h.Handle(t, cmd); out.Kind != contentfetch.Stored {
 			t.Fatalf("kind = %v (%v)", out.Kind, out.Err)
 		}
-		got := h.origin.Requests()
+		got := h.Origin.Requests()
 		last := got[len(got)-1].Header
 		if ua := last.Values("User-Agent"); len(ua) != 1 || ua[0] != "issuer/1.0" {
 			t.Errorf("User-Agent lines = %q, want exactly [issuer/1.0]", ua)

@@ -9,6 +9,7 @@ import (
 	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 )
 
 // TestHostsAreJudgedAsDialed: a host is judged and paced as the ASCII name
@@ -17,8 +18,8 @@ import (
 // is refused as the address it is; a name with no ASCII form can never be
 // fetched, which is permanent, not a lookup failure retried forever.
 func TestHostsAreJudgedAsDialed(t *testing.T) {
-	h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{})
-	port := h.origin.Port()
+	h := fetchenv.New(t, testenv.Status(200, nil, "ok"), fetchenv.Options{})
+	port := h.Origin.Port()
 	tests := []struct {
 		name, url  string
 		wantKind   contentfetch.Kind
@@ -31,12 +32,12 @@ func TestHostsAreJudgedAsDialed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := len(h.origin.Requests())
-			out := h.handle(t, command(tt.url))
+			before := len(h.Origin.Requests())
+			out := h.Handle(t, command(tt.url))
 			if out.Kind != tt.wantKind || out.Reason != tt.wantReason {
 				t.Fatalf("outcome = %v/%q (%v), want %v/%q", out.Kind, out.Reason, out.Err, tt.wantKind, tt.wantReason)
 			}
-			if sent := len(h.origin.Requests()) - before; sent != tt.wantSent {
+			if sent := len(h.Origin.Requests()) - before; sent != tt.wantSent {
 				t.Errorf("the origin saw %d requests, want %d", sent, tt.wantSent)
 			}
 		})
@@ -47,14 +48,14 @@ func TestHostsAreJudgedAsDialed(t *testing.T) {
 // internationalised name in another form is the same host to the pacer
 // (docs/politeness.md, Spacing: per host), so it cannot buy a second budget.
 func TestSpellingsOfOneHostShareItsPace(t *testing.T) {
-	h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{interval: time.Hour, maxWait: 10 * time.Millisecond})
-	port := h.origin.Port()
+	h := fetchenv.New(t, testenv.Status(200, nil, "ok"), fetchenv.Options{Interval: time.Hour, MaxWait: 10 * time.Millisecond})
+	port := h.Origin.Port()
 	for i, url := range []string{
 		"http://bücher.test:" + port + "/1",
 		"http://XN--BCHER-KVA.test.:" + port + "/2",
 		"http://Bücher.TEST.:" + port + "/3",
 	} {
-		out := h.handle(t, command(url))
+		out := h.Handle(t, command(url))
 		want := contentfetch.Transient
 		if i == 0 {
 			want = contentfetch.Stored
@@ -69,7 +70,7 @@ func TestSpellingsOfOneHostShareItsPace(t *testing.T) {
 			}
 		}
 	}
-	if n := len(h.origin.Requests()); n != 1 {
+	if n := len(h.Origin.Requests()); n != 1 {
 		t.Errorf("the origin saw %d requests within the hour, want 1", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 )
 
 // TestUserinfoIsNeverShown fetches URLs whose userinfo is a bare token or a
@@ -21,7 +22,7 @@ func TestUserinfoIsNeverShown(t *testing.T) {
 	mux.Handle("/loop", testenv.Redirect(http.StatusFound, "/loop"))
 	logs := &testenv.LogBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h := newHarness(t, mux, harnessOptions{fetch: fetch.Options{Logger: logger}})
+	h := fetchenv.New(t, mux, fetchenv.Options{Fetch: fetch.Options{Logger: logger}})
 	port, err := testenv.FreePort() // nothing listens there
 	if err != nil {
 		t.Fatal(err)
@@ -29,9 +30,9 @@ func TestUserinfoIsNeverShown(t *testing.T) {
 	refused := "http://origin.test:" + strconv.Itoa(port) + "/x"
 
 	for _, userinfo := range []string{"tok3n-value", "reader:pa55-value"} {
-		for _, target := range []string{h.url("origin.test", "/missing"), h.url("origin.test", "/loop"), refused} {
+		for _, target := range []string{h.URL("origin.test", "/missing"), h.URL("origin.test", "/loop"), refused} {
 			raw := strings.Replace(target, "http://", "http://"+userinfo+"@", 1)
-			out := h.handle(t, command(raw))
+			out := h.Handle(t, command(raw))
 			shown := []string{}
 			if out.Err != nil {
 				shown = append(shown, out.Err.Error())

@@ -16,10 +16,12 @@ func parseTarget(raw string) (*url.URL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s does not parse", ErrNotFetchable, envelope.RedactURL(raw))
 	}
-	return u, checkTarget(u)
+	return u, Fetchable(u)
 }
 
-func checkTarget(u *url.URL) error {
+// Fetchable returns nil for a URL a Fetcher fetches (http or https, with a
+// host), otherwise an error wrapping ErrNotFetchable.
+func Fetchable(u *url.URL) error {
 	switch strings.ToLower(u.Scheme) {
 	case "http", "https":
 	default:
@@ -57,7 +59,7 @@ func (f *Fetcher) redirectTarget(current *url.URL, resp *http.Response) (redirec
 		return redirectNext{}, false
 	}
 	next.Fragment, next.RawFragment = "", ""
-	if err := checkTarget(next); err != nil {
+	if err := Fetchable(next); err != nil {
 		return redirectNext{err: fmt.Errorf("redirect from %s: %w", shown(current), err)}, true
 	}
 	return redirectNext{url: next}, true
@@ -72,6 +74,24 @@ func originOf(u *url.URL) string {
 		port = map[string]string{"http": "80", "https": "443"}[scheme]
 	}
 	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// SameOrigin reports whether a and b share an origin, the credentials'
+// bound (docs/security.md): scheme, host and port, case-insensitive, no
+// port meaning the scheme's default.
+func SameOrigin(a, b *url.URL) bool { return originOf(a) == originOf(b) }
+
+// WithoutCredentials returns a copy of headers without authorization,
+// proxy-authorization and cookie, in any spelling: what may leave the
+// credentials' origin.
+func WithoutCredentials(headers map[string]string) map[string]string {
+	out := make(map[string]string, len(headers))
+	for name, value := range headers {
+		if !credentialHeaders[strings.ToLower(name)] {
+			out[name] = value
+		}
+	}
+	return out
 }
 
 // credentialHeaders go to a hop only while the chain has stayed on the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 )
 
 // TestEachHopIsPacedAgainstItsOwnHost sends two commands for hosts A and B
@@ -18,23 +19,23 @@ import (
 func TestEachHopIsPacedAgainstItsOwnHost(t *testing.T) {
 	const interval = 300 * time.Millisecond
 	mux := http.NewServeMux()
-	h := newHarness(t, mux, harnessOptions{interval: interval})
+	h := fetchenv.New(t, mux, fetchenv.Options{Interval: interval})
 	mux.HandleFunc("/start", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, h.url("c.test", "/end"), http.StatusFound)
+		http.Redirect(w, r, h.URL("c.test", "/end"), http.StatusFound)
 	})
 	mux.Handle("/end", testenv.Status(200, nil, "ok"))
 
 	var wg sync.WaitGroup
 	for _, host := range []string{"a.test", "b.test"} {
 		wg.Go(func() {
-			if out := h.handle(t, command(h.url(host, "/start"))); out.Kind != contentfetch.Stored {
+			if out := h.Handle(t, command(h.URL(host, "/start"))); out.Kind != contentfetch.Stored {
 				t.Errorf("%s: kind = %v (%v)", host, out.Kind, out.Err)
 			}
 		})
 	}
 	wg.Wait()
 	var atC []time.Time
-	for _, s := range h.origin.Requests() {
+	for _, s := range h.Origin.Requests() {
 		if s.Host == "c.test" {
 			atC = append(atC, s.At)
 		}
@@ -50,18 +51,18 @@ func TestEachHopIsPacedAgainstItsOwnHost(t *testing.T) {
 // TestParkedWhenTheWindowIsLongerThanMaxWait checks that a fetch gives up
 // a long pacing wait without sending anything.
 func TestParkedWhenTheWindowIsLongerThanMaxWait(t *testing.T) {
-	h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{interval: time.Hour, maxWait: 50 * time.Millisecond})
-	if out := h.handle(t, command(h.url("origin.test", "/"))); out.Kind != contentfetch.Stored {
+	h := fetchenv.New(t, testenv.Status(200, nil, "ok"), fetchenv.Options{Interval: time.Hour, MaxWait: 50 * time.Millisecond})
+	if out := h.Handle(t, command(h.URL("origin.test", "/"))); out.Kind != contentfetch.Stored {
 		t.Fatalf("first: kind = %v (%v)", out.Kind, out.Err)
 	}
-	out := h.handle(t, command(h.url("origin.test", "/")))
+	out := h.Handle(t, command(h.URL("origin.test", "/")))
 	if out.Kind != contentfetch.Transient || out.Park == nil {
 		t.Fatalf("second: kind = %v park = %v (%v), want transient with Park", out.Kind, out.Park, out.Err)
 	}
 	if out.Park.Host != "origin.test" || out.Park.Wait < 59*time.Minute {
 		t.Errorf("park = %+v, want origin.test due in about an hour", out.Park)
 	}
-	if n := h.origin.Count(); n != 1 {
+	if n := h.Origin.Count(); n != 1 {
 		t.Errorf("origin saw %d requests, want 1", n)
 	}
 }
@@ -70,14 +71,14 @@ func TestParkedWhenTheWindowIsLongerThanMaxWait(t *testing.T) {
 // once, with nothing sent.
 func TestStopCutsPacingShort(t *testing.T) {
 	stop := make(chan struct{})
-	h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{interval: time.Hour, stop: stop})
-	h.handle(t, command(h.url("origin.test", "/")))
+	h := fetchenv.New(t, testenv.Status(200, nil, "ok"), fetchenv.Options{Interval: time.Hour, Stop: stop})
+	h.Handle(t, command(h.URL("origin.test", "/")))
 	time.AfterFunc(50*time.Millisecond, func() { close(stop) })
-	out := h.handle(t, command(h.url("origin.test", "/")))
+	out := h.Handle(t, command(h.URL("origin.test", "/")))
 	if out.Kind != contentfetch.Transient {
 		t.Fatalf("kind = %v (%v), want transient", out.Kind, out.Err)
 	}
-	if n := h.origin.Count(); n != 1 {
+	if n := h.Origin.Count(); n != 1 {
 		t.Errorf("origin saw %d requests, want 1", n)
 	}
 }

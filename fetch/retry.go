@@ -201,8 +201,8 @@ func (f *Fetcher) document(url string, res *Result, sniff *sniffSink, cached *Do
 		ETag:         strings.TrimSpace(res.Header.Get("ETag")),
 		LastModified: strings.TrimSpace(res.Header.Get("Last-Modified")),
 		Attempts:     attempts,
+		LeftOrigin:   res.LeftOrigin,
 		sink:         sniff.Sink,
-		leftOrigin:   res.LeftOrigin,
 	}
 	if cache != nil && res.StatusCode == http.StatusOK {
 		stored := *d

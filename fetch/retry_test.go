@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -19,22 +18,8 @@ import (
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/testenv"
-	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 )
-
-// libPacer neither spaces nor escalates, so a test of retries after a 429
-// or 503 is not held back by the real pacer's escalated interval.
-type libPacer struct{}
-
-func (libPacer) Reserve(ctx context.Context, host string, maxWait time.Duration) (policy.Reservation, error) {
-	return policy.Reservation{OK: true}, ctx.Err()
-}
-
-func (libPacer) Refused(ctx context.Context, host string, retryAfter time.Duration) (time.Duration, error) {
-	return 0, ctx.Err()
-}
-
-func (libPacer) Sent(ctx context.Context, host string) error { return ctx.Err() }
 
 // libSleeps records the waits Get asks for instead of waiting.
 type libSleeps struct {
@@ -68,12 +53,6 @@ func libSequence(handlers ...http.Handler) http.Handler {
 	})
 }
 
-func libCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // closedPort returns a loopback address nothing listens on.
 func closedPort(t *testing.T) string {
 	t.Helper()
@@ -94,10 +73,10 @@ func TestRetryable(t *testing.T) {
 	const opTimeout = 200 * time.Millisecond
 	secure := testenv.StartTLSOrigin(t, testenv.Status(200, nil, "ok")) // never trusted here
 	mux := http.NewServeMux()
-	h := newHarness(t, mux, harnessOptions{fetch: fetch.Options{Pacer: libPacer{}, MaxBodyBytes: 64 << 10}})
+	h := fetchenv.New(t, mux, fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}, MaxBodyBytes: 64 << 10}})
 	// Only the per-operation row runs with a short operation timeout, so a
 	// slow TLS handshake on a busy machine cannot turn another row into one.
-	quick := newHarness(t, mux, harnessOptions{fetch: fetch.Options{Pacer: libPacer{}, DefaultTimeout: opTimeout}})
+	quick := fetchenv.New(t, mux, fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}, DefaultTimeout: opTimeout}})
 	for _, code := range []int{400, 401, 403, 404, 405, 408, 410, 412, 418, 429, 451, 500, 501, 502, 503, 504} {
 		mux.Handle(fmt.Sprintf("/status/%d", code), testenv.Status(code, nil, "no"))
 	}
@@ -125,16 +104,16 @@ func TestRetryable(t *testing.T) {
 		retried    bool
 	}
 	status := func(code int, retried bool) row {
-		return row{name: fmt.Sprintf("HTTP %d", code), url: h.url("origin.test", fmt.Sprintf("/status/%d", code)), wantStatus: code, retried: retried}
+		return row{name: fmt.Sprintf("HTTP %d", code), url: h.URL("origin.test", fmt.Sprintf("/status/%d", code)), wantStatus: code, retried: retried}
 	}
 	tests := []row{
 		// Retried: a fresh attempt might recover.
 		{name: "connection refused", url: "http://" + closedPort(t) + "/", wantErr: fetch.ErrNetwork, retried: true},
-		{name: "connection cut mid-body", url: h.url("origin.test", "/reset"), wantErr: fetch.ErrNetwork, retried: true},
-		{name: "malformed response", url: h.url("origin.test", "/garbage"), wantErr: fetch.ErrNetwork, retried: true},
+		{name: "connection cut mid-body", url: h.URL("origin.test", "/reset"), wantErr: fetch.ErrNetwork, retried: true},
+		{name: "malformed response", url: h.URL("origin.test", "/garbage"), wantErr: fetch.ErrNetwork, retried: true},
 		{name: "name does not resolve", url: "http://nowhere.test/", wantErr: guard.ErrResolve, retried: true},
-		{name: "per-attempt timeout", url: h.url("origin.test", "/trickle"), timeout: 300 * time.Millisecond, wantErr: fetch.ErrDeadline, retried: true},
-		{name: "per-operation timeout", url: quick.url("origin.test", "/hang"), fetcher: quick.fetcher, wantErr: fetch.ErrTimeout, retried: true},
+		{name: "per-attempt timeout", url: h.URL("origin.test", "/trickle"), timeout: 300 * time.Millisecond, wantErr: fetch.ErrDeadline, retried: true},
+		{name: "per-operation timeout", url: quick.URL("origin.test", "/hang"), fetcher: quick.Fetcher, wantErr: fetch.ErrTimeout, retried: true},
 		status(500, true),
 		status(501, true),
 		status(502, true),
@@ -158,25 +137,25 @@ func TestRetryable(t *testing.T) {
 		{name: "relative URL", url: "/just/a/path", wantErr: fetch.ErrNotFetchable},
 		{name: "unsupported protocol", url: "ftp://origin.test/file", wantErr: fetch.ErrNotFetchable},
 		{name: "file protocol", url: "file:///etc/passwd", wantErr: fetch.ErrNotFetchable},
-		{name: "redirect to an unsupported protocol", url: h.url("origin.test", "/to-ftp"), wantErr: fetch.ErrNotFetchable},
+		{name: "redirect to an unsupported protocol", url: h.URL("origin.test", "/to-ftp"), wantErr: fetch.ErrNotFetchable},
 		{name: "guard refuses the URL", url: "http://metadata.test/latest", wantErr: guard.ErrRefused},
 		{name: "guard refuses a literal", url: "http://10.0.0.1/", wantErr: guard.ErrRefused},
-		{name: "guard refuses a redirect target", url: h.url("origin.test", "/to-metadata"), wantErr: guard.ErrRefused},
-		{name: "too many redirects", url: h.url("origin.test", "/loop"), wantErr: fetch.ErrNotFetchable},
-		{name: "body over the limit", url: h.url("origin.test", "/big"), wantErr: fetch.ErrTooLarge},
+		{name: "guard refuses a redirect target", url: h.URL("origin.test", "/to-metadata"), wantErr: guard.ErrRefused},
+		{name: "too many redirects", url: h.URL("origin.test", "/loop"), wantErr: fetch.ErrNotFetchable},
+		{name: "body over the limit", url: h.URL("origin.test", "/big"), wantErr: fetch.ErrTooLarge},
 		{name: "TLS certificate not trusted", url: secure.URLFor("example.com", "/"), wantErr: fetch.ErrNetwork},
-		{name: "caller cancelled", url: h.url("origin.test", "/status/503"), ctx: cancelled, wantErr: context.Canceled},
-		{name: "caller deadline passed", url: h.url("origin.test", "/status/503"), ctx: expired, wantErr: context.DeadlineExceeded},
+		{name: "caller cancelled", url: h.URL("origin.test", "/status/503"), ctx: cancelled, wantErr: context.Canceled},
+		{name: "caller deadline passed", url: h.URL("origin.test", "/status/503"), ctx: expired, wantErr: context.DeadlineExceeded},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := tt.ctx
 			if ctx == nil {
-				ctx = libCtx(t)
+				ctx = fetchenv.Ctx(t)
 			}
 			f := tt.fetcher
 			if f == nil {
-				f = h.fetcher
+				f = h.Fetcher
 			}
 			check := func(what string, err error) {
 				t.Helper()
@@ -190,7 +169,7 @@ func TestRetryable(t *testing.T) {
 				}
 			}
 
-			_, err := f.Fetch(ctx, fetch.Request{URL: tt.url, MaxFetchTime: tt.timeout}, h.sink)
+			_, err := f.Fetch(ctx, fetch.Request{URL: tt.url, MaxFetchTime: tt.timeout}, h.Sink)
 			check("Fetch", err)
 			if got := fetch.Retryable(err); got != tt.retried {
 				t.Errorf("Retryable(%v) = %v, want %v", err, got, tt.retried)
@@ -252,15 +231,15 @@ func TestGetRetriesThenSucceeds(t *testing.T) {
 	const base = 100 * time.Millisecond
 	fail := testenv.Status(http.StatusServiceUnavailable, nil, "busy")
 	ok := testenv.Status(200, map[string]string{"Content-Type": "application/rss+xml", "ETag": `"v1"`}, "<rss/>")
-	h := newHarness(t, libSequence(fail, fail, fail, ok), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+	h := fetchenv.New(t, libSequence(fail, fail, fail, ok), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 	var sleeps libSleeps
-	fetch.SetSleep(h.fetcher, sleeps.sleep)
-	doc, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/feed"), fetch.GetOptions{Retries: 3, Backoff: base})
+	fetch.SetSleep(h.Fetcher, sleeps.sleep)
+	doc, err := h.Fetcher.Get(fetchenv.Ctx(t), h.URL("origin.test", "/feed"), fetch.GetOptions{Retries: 3, Backoff: base})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if doc.Attempts != 4 || h.origin.Count() != 4 {
-		t.Errorf("attempts = %d, origin saw %d, want 4 and 4", doc.Attempts, h.origin.Count())
+	if doc.Attempts != 4 || h.Origin.Count() != 4 {
+		t.Errorf("attempts = %d, origin saw %d, want 4 and 4", doc.Attempts, h.Origin.Count())
 	}
 	waits := sleeps.got()
 	if len(waits) != 3 {
@@ -275,7 +254,7 @@ func TestGetRetriesThenSucceeds(t *testing.T) {
 	if doc.Kind != fetch.KindRSS || doc.ETag != `"v1"` || doc.NotModified || doc.StatusCode != 200 {
 		t.Errorf("doc = %+v", doc)
 	}
-	if got := readDoc(t, doc); got != "<rss/>" {
+	if got := fetchenv.ReadDoc(t, doc); got != "<rss/>" {
 		t.Errorf("body = %q", got)
 	}
 }
@@ -303,10 +282,10 @@ func TestGetRetryAfter(t *testing.T) {
 				}
 				w.WriteHeader(http.StatusTooManyRequests)
 			})
-			h := newHarness(t, libSequence(tooMany, testenv.Status(200, nil, "ok")), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+			h := fetchenv.New(t, libSequence(tooMany, testenv.Status(200, nil, "ok")), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 			var sleeps libSleeps
-			fetch.SetSleep(h.fetcher, sleeps.sleep)
-			doc, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{})
+			fetch.SetSleep(h.Fetcher, sleeps.sleep)
+			doc, err := h.Fetcher.Get(fetchenv.Ctx(t), h.URL("origin.test", "/"), fetch.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -333,15 +312,15 @@ func TestGetRetryCounts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, testenv.Status(http.StatusBadGateway, nil, ""), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+			h := fetchenv.New(t, testenv.Status(http.StatusBadGateway, nil, ""), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 			var sleeps libSleeps
-			fetch.SetSleep(h.fetcher, sleeps.sleep)
-			_, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Retries: tt.retries})
+			fetch.SetSleep(h.Fetcher, sleeps.sleep)
+			_, err := h.Fetcher.Get(fetchenv.Ctx(t), h.URL("origin.test", "/"), fetch.GetOptions{Retries: tt.retries})
 			var se *fetch.StatusError
 			if !errors.As(err, &se) || se.StatusCode != http.StatusBadGateway {
 				t.Fatalf("err = %v, want a 502 *StatusError", err)
 			}
-			if got := h.origin.Count(); got != tt.want {
+			if got := h.Origin.Count(); got != tt.want {
 				t.Errorf("origin saw %d requests, want %d", got, tt.want)
 			}
 			if got := len(sleeps.got()); got != tt.want-1 {
@@ -356,14 +335,14 @@ func TestGetRetryCounts(t *testing.T) {
 func TestGetPacesEveryRetry(t *testing.T) {
 	const interval = 100 * time.Millisecond
 	fail := testenv.Status(http.StatusInternalServerError, nil, "")
-	h := newHarness(t, libSequence(fail, fail, testenv.Status(200, nil, "ok")), harnessOptions{interval: interval})
+	h := fetchenv.New(t, libSequence(fail, fail, testenv.Status(200, nil, "ok")), fetchenv.Options{Interval: interval})
 	var sleeps libSleeps
-	fetch.SetSleep(h.fetcher, sleeps.sleep)
-	doc, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{})
+	fetch.SetSleep(h.Fetcher, sleeps.sleep)
+	doc, err := h.Fetcher.Get(fetchenv.Ctx(t), h.URL("origin.test", "/"), fetch.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := h.origin.Requests()
+	seen := h.Origin.Requests()
 	if len(seen) != 3 || doc.Attempts != 3 {
 		t.Fatalf("origin saw %d requests, attempts %d; want 3", len(seen), doc.Attempts)
 	}
@@ -378,17 +357,17 @@ func TestGetPacesEveryRetry(t *testing.T) {
 // attempt: a retry that redirects to a denied address is refused, and the
 // refusal is not retried.
 func TestGetGuardsEveryRetry(t *testing.T) {
-	h := newHarness(t, libSequence(
+	h := fetchenv.New(t, libSequence(
 		testenv.Status(http.StatusServiceUnavailable, nil, ""),
 		testenv.Redirect(http.StatusFound, "http://metadata.test/latest/meta-data/"),
-	), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+	), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 	var sleeps libSleeps
-	fetch.SetSleep(h.fetcher, sleeps.sleep)
-	_, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Retries: 5})
+	fetch.SetSleep(h.Fetcher, sleeps.sleep)
+	_, err := h.Fetcher.Get(fetchenv.Ctx(t), h.URL("origin.test", "/"), fetch.GetOptions{Retries: 5})
 	if !errors.Is(err, guard.ErrRefused) {
 		t.Fatalf("err = %v, want guard.ErrRefused", err)
 	}
-	if got := h.origin.Count(); got != 2 {
+	if got := h.Origin.Count(); got != 2 {
 		t.Errorf("origin saw %d requests, want 2 (the 503, then the redirect)", got)
 	}
 	if got := len(sleeps.got()); got != 1 {
@@ -402,17 +381,17 @@ func TestGetGuardsEveryRetry(t *testing.T) {
 func TestGetCancel(t *testing.T) {
 	t.Run("mid-attempt", func(t *testing.T) {
 		arrived := make(chan struct{}, 1)
-		h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := fetchenv.New(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			arrived <- struct{}{}
 			<-r.Context().Done()
-		}), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}, DefaultTimeout: time.Minute}})
+		}), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}, DefaultTimeout: time.Minute}})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		var sleeps libSleeps
 		done := make(chan error, 1)
 		go func() {
-			fetch.SetSleep(h.fetcher, sleeps.sleep)
-			_, err := h.fetcher.Get(ctx, h.url("origin.test", "/"), fetch.GetOptions{Retries: 5, Timeout: time.Minute})
+			fetch.SetSleep(h.Fetcher, sleeps.sleep)
+			_, err := h.Fetcher.Get(ctx, h.URL("origin.test", "/"), fetch.GetOptions{Retries: 5, Timeout: time.Minute})
 			done <- err
 		}()
 		<-arrived
@@ -421,18 +400,18 @@ func TestGetCancel(t *testing.T) {
 		if !errors.Is(err, context.Canceled) || errors.Is(err, fetch.ErrDeadline) || errors.Is(err, fetch.ErrTimeout) {
 			t.Errorf("err = %v, want context.Canceled and no timeout", err)
 		}
-		if got := h.origin.Count(); got != 1 || len(sleeps.got()) != 0 {
+		if got := h.Origin.Count(); got != 1 || len(sleeps.got()) != 0 {
 			t.Errorf("origin saw %d requests after %d waits, want 1 and none", got, len(sleeps.got()))
 		}
 	})
 	t.Run("between attempts", func(t *testing.T) {
-		h := newHarness(t, testenv.Status(http.StatusServiceUnavailable, nil, ""), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+		h := fetchenv.New(t, testenv.Status(http.StatusServiceUnavailable, nil, ""), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		waiting := make(chan struct{})
 		done := make(chan error, 1)
 		// The default sleep, waiting the full MaxGetWait unless cut short.
-		fetch.SetSleep(h.fetcher, func(ctx context.Context, d time.Duration) error {
+		fetch.SetSleep(h.Fetcher, func(ctx context.Context, d time.Duration) error {
 			close(waiting)
 			t := time.NewTimer(d)
 			defer t.Stop()
@@ -444,7 +423,7 @@ func TestGetCancel(t *testing.T) {
 			}
 		})
 		go func() {
-			_, err := h.fetcher.Get(ctx, h.url("origin.test", "/"), fetch.GetOptions{Retries: 5, Backoff: time.Hour})
+			_, err := h.Fetcher.Get(ctx, h.URL("origin.test", "/"), fetch.GetOptions{Retries: 5, Backoff: time.Hour})
 			done <- err
 		}()
 		<-waiting
@@ -452,21 +431,21 @@ func TestGetCancel(t *testing.T) {
 		if err := awaitGet(t, done); !errors.Is(err, context.Canceled) {
 			t.Errorf("err = %v, want context.Canceled", err)
 		}
-		if got := h.origin.Count(); got != 1 {
+		if got := h.Origin.Count(); got != 1 {
 			t.Errorf("origin saw %d requests, want 1", got)
 		}
 	})
 	t.Run("default sleep", func(t *testing.T) {
 		arrived := make(chan struct{}, 8)
-		h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := fetchenv.New(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			arrived <- struct{}{}
-		}), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+		}), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		done := make(chan error, 1)
 		go func() {
-			_, err := h.fetcher.Get(ctx, h.url("origin.test", "/"), fetch.GetOptions{Retries: 5, Backoff: time.Hour})
+			_, err := h.Fetcher.Get(ctx, h.URL("origin.test", "/"), fetch.GetOptions{Retries: 5, Backoff: time.Hour})
 			done <- err
 		}()
 		<-arrived
@@ -474,36 +453,36 @@ func TestGetCancel(t *testing.T) {
 		if err := awaitGet(t, done); !errors.Is(err, context.Canceled) {
 			t.Errorf("err = %v, want context.Canceled", err)
 		}
-		if got := h.origin.Count(); got != 1 {
+		if got := h.Origin.Count(); got != 1 {
 			t.Errorf("origin saw %d requests, want 1", got)
 		}
 	})
 	t.Run("caller deadline is not a per-attempt timeout", func(t *testing.T) {
-		h := newHarness(t, testenv.Hang(), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}, DefaultTimeout: time.Minute}})
+		h := fetchenv.New(t, testenv.Hang(), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}, DefaultTimeout: time.Minute}})
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		var sleeps libSleeps
-		fetch.SetSleep(h.fetcher, sleeps.sleep)
-		_, err := h.fetcher.Get(ctx, h.url("origin.test", "/"), fetch.GetOptions{Timeout: time.Minute})
+		fetch.SetSleep(h.Fetcher, sleeps.sleep)
+		_, err := h.Fetcher.Get(ctx, h.URL("origin.test", "/"), fetch.GetOptions{Timeout: time.Minute})
 		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, fetch.ErrDeadline) || fetch.Retryable(err) {
 			t.Errorf("err = %v, want context.DeadlineExceeded, not retryable", err)
 		}
-		if got := h.origin.Count(); got != 1 || len(sleeps.got()) != 0 {
+		if got := h.Origin.Count(); got != 1 || len(sleeps.got()) != 0 {
 			t.Errorf("origin saw %d requests after %d waits, want 1 and none", got, len(sleeps.got()))
 		}
 	})
 	t.Run("per-attempt timeout is not the caller's", func(t *testing.T) {
-		h := newHarness(t, testenv.Hang(), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}, DefaultTimeout: time.Minute}})
+		h := fetchenv.New(t, testenv.Hang(), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}, DefaultTimeout: time.Minute}})
 		var sleeps libSleeps
-		fetch.SetSleep(h.fetcher, sleeps.sleep)
-		_, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Retries: 1, Timeout: 150 * time.Millisecond})
+		fetch.SetSleep(h.Fetcher, sleeps.sleep)
+		_, err := h.Fetcher.Get(fetchenv.Ctx(t), h.URL("origin.test", "/"), fetch.GetOptions{Retries: 1, Timeout: 150 * time.Millisecond})
 		if !errors.Is(err, fetch.ErrDeadline) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			t.Errorf("err = %v, want fetch.ErrDeadline only", err)
 		}
 		if !strings.Contains(err.Error(), "150ms") {
 			t.Errorf("err = %q, want it to name the 150ms bound", err)
 		}
-		if got := h.origin.Count(); got != 2 || len(sleeps.got()) != 1 {
+		if got := h.Origin.Count(); got != 2 || len(sleeps.got()) != 1 {
 			t.Errorf("origin saw %d requests after %d waits, want 2 and 1", got, len(sleeps.got()))
 		}
 	})
@@ -538,11 +517,11 @@ func TestGetHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
-			if _, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Headers: tt.headers}); err != nil {
+			h := fetchenv.New(t, testenv.Status(200, nil, "ok"), fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
+			if _, err := h.Fetcher.Get(fetchenv.Ctx(t), h.URL("origin.test", "/"), fetch.GetOptions{Headers: tt.headers}); err != nil {
 				t.Fatal(err)
 			}
-			seen := h.origin.Requests()[0].Header
+			seen := h.Origin.Requests()[0].Header
 			got := map[string]string{}
 			for name := range tt.want {
 				got[name] = seen.Get(name)
@@ -554,12 +533,12 @@ func TestGetHeaders(t *testing.T) {
 	}
 
 	t.Run("refused headers", func(t *testing.T) {
-		h := newHarness(t, testenv.Status(200, nil, "ok"), harnessOptions{})
-		_, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/"), fetch.GetOptions{Headers: map[string]string{"Host": "elsewhere.test"}})
+		h := fetchenv.New(t, testenv.Status(200, nil, "ok"), fetchenv.Options{})
+		_, err := h.Fetcher.Get(fetchenv.Ctx(t), h.URL("origin.test", "/"), fetch.GetOptions{Headers: map[string]string{"Host": "elsewhere.test"}})
 		if !errors.Is(err, guard.ErrInvalidOptions) || fetch.Retryable(err) {
 			t.Errorf("err = %v, want guard.ErrInvalidOptions, not retryable", err)
 		}
-		if h.origin.Count() != 0 {
+		if h.Origin.Count() != 0 {
 			t.Errorf("a request was sent")
 		}
 	})
@@ -568,46 +547,33 @@ func TestGetHeaders(t *testing.T) {
 // TestGetDocument checks the document's fields after a redirect.
 func TestGetDocument(t *testing.T) {
 	mux := http.NewServeMux()
-	h := newHarness(t, mux, harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
-	mux.Handle("/start", testenv.Redirect(http.StatusMovedPermanently, h.url("a.test", "/feed.json")))
+	h := fetchenv.New(t, mux, fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
+	mux.Handle("/start", testenv.Redirect(http.StatusMovedPermanently, h.URL("a.test", "/feed.json")))
 	mux.Handle("/feed.json", testenv.Status(200, map[string]string{
 		"Content-Type":  " text/plain; charset=utf-8 ",
 		"ETag":          `W/"abc"`,
 		"Last-Modified": "Sun, 29 Nov 2026 10:00:00 GMT",
 	}, `{"version": "https://jsonfeed.org/version/1.1", "items": []}`))
-	doc, err := h.fetcher.Get(libCtx(t), h.url("origin.test", "/start"), fetch.GetOptions{})
+	doc, err := h.Fetcher.Get(fetchenv.Ctx(t), h.URL("origin.test", "/start"), fetch.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := fetch.Document{
-		URL:          h.url("a.test", "/feed.json"),
+		URL:          h.URL("a.test", "/feed.json"),
 		StatusCode:   200,
 		ContentType:  "text/plain; charset=utf-8",
 		Kind:         fetch.KindJSONFeed,
 		ETag:         `W/"abc"`,
 		LastModified: "Sun, 29 Nov 2026 10:00:00 GMT",
 		Attempts:     1,
+		LeftOrigin:   true, // origin.test redirected to a.test
 	}
 	ignore := cmp.Options{cmpopts.IgnoreFields(fetch.Document{}, "Blob"), cmpopts.IgnoreUnexported(fetch.Document{})}
 	if diff := cmp.Diff(want, *doc, ignore); diff != "" {
 		t.Errorf("document (-want +got):\n%s", diff)
 	}
 	const body = `{"version": "https://jsonfeed.org/version/1.1", "items": []}`
-	if got := readDoc(t, doc); got != body || doc.Blob.Fingerprint != sha([]byte(body)) || doc.Blob.Size != int64(len(body)) {
+	if got := fetchenv.ReadDoc(t, doc); got != body || doc.Blob.Fingerprint != sha([]byte(body)) || doc.Blob.Size != int64(len(body)) {
 		t.Errorf("body = %q, blob = %+v", got, doc.Blob)
 	}
-}
-
-func readDoc(t *testing.T, doc *fetch.Document) string {
-	t.Helper()
-	rc, err := doc.Open(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 )
 
 // TestStatusesOutsideTheClasses checks the last status row of docs/taxonomy.md, Classifying the final response: a
@@ -16,8 +17,8 @@ import (
 func TestStatusesOutsideTheClasses(t *testing.T) {
 	for _, status := range []int{418, 451, 499, 600, 799, 999} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
-			h := newHarness(t, testenv.Status(status, nil, "body"), harnessOptions{})
-			out := h.handle(t, command(h.url("origin.test", "/")))
+			h := fetchenv.New(t, testenv.Status(status, nil, "body"), fetchenv.Options{})
+			out := h.Handle(t, command(h.URL("origin.test", "/")))
 			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonHTTPStatus || out.StatusCode != status {
 				t.Fatalf("outcome = %v/%q status %d (%v), want permanent http_status %d", out.Kind, out.Reason, out.StatusCode, out.Err, status)
 			}

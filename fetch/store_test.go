@@ -14,6 +14,7 @@ import (
 	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/gcs"
@@ -48,9 +49,9 @@ func TestHandleStoreRefusedForGood(t *testing.T) {
 	origin := testenv.StartOrigin(t, testenv.Status(200, map[string]string{"Content-Type": "text/plain"}, "body to keep"))
 	var refuse atomic.Int64
 	blobs := refusingGCS(t, "refusing", &refuse)
-	f := fetch.New(fetch.Options{Guard: testGuard(), Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}), Logger: quiet})
+	f := fetch.New(fetch.Options{Guard: fetchenv.Guard(), Pacer: policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}), Logger: fetchenv.Quiet})
 	t.Cleanup(f.Close)
-	h := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: f, Sink: blobs, Logger: quiet})
+	h := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: f, Sink: blobs, Logger: fetchenv.Quiet})
 
 	tests := []struct {
 		status        int

@@ -14,6 +14,7 @@ import (
 
 	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 	"github.com/replicator-go/replicator/sink/memory"
 )
 
@@ -48,9 +49,9 @@ func TestTimeoutBoundsEachOperation(t *testing.T) {
 			t.Cleanup(origin.Close)
 			pool := x509.NewCertPool()
 			pool.AddCert(origin.Certificate())
-			f := fetch.New(fetch.Options{Guard: testGuard(), TLSConfig: &tls.Config{RootCAs: pool}, Logger: quiet})
+			f := fetch.New(fetch.Options{Guard: fetchenv.Guard(), TLSConfig: &tls.Config{RootCAs: pool}, Logger: fetchenv.Quiet})
 			t.Cleanup(f.Close)
-			h := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: f, Sink: memory.New(memory.Options{TTL: time.Hour}), Logger: quiet})
+			h := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: f, Sink: memory.New(memory.Options{TTL: time.Hour}), Logger: fetchenv.Quiet})
 			_, port, _ := net.SplitHostPort(origin.Listener.Addr().String())
 			cmd := command("https://example.com:" + port + "/")
 			cmd.TimeoutSeconds = &tt.timeout

@@ -1,4 +1,4 @@
-package fetch
+package feed
 
 import (
 	"io"
@@ -7,54 +7,56 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/net/html"
+
+	"github.com/replicator-go/replicator/fetch"
 )
 
-// FeedLink is one feed a page advertises with <link rel="alternate">.
-type FeedLink struct {
+// Link is one feed a page advertises with <link rel="alternate">.
+type Link struct {
 	// URL is the link's href resolved against the page's base URL, its
 	// fragment dropped: always an absolute http or https URL with a host.
 	URL string
 	// Type is the link's type attribute as a media type: lower-cased,
 	// parameters dropped.
 	Type string
-	// Kind is the kind Type names; never KindHTML.
-	Kind DocumentKind
-	// Title is the link's title attribute, trimmed and cut to
-	// MaxFeedLinkTitle bytes; "" when absent.
+	// Kind is the kind Type names; never fetch.KindHTML.
+	Kind fetch.DocumentKind
+	// Title is the link's title attribute, trimmed and cut to MaxTitle
+	// bytes; "" when absent.
 	Title string
 }
 
 // Bounds of the link extraction. A page is untrusted: whatever it holds,
 // discovery keeps a bounded number of short strings.
 const (
-	// MaxFeedLinks is the most feed links read from one page, after
+	// MaxLinks is the most feed links read from one page, after
 	// duplicates are dropped; links past it are ignored.
-	MaxFeedLinks = 64
-	// MaxFeedLinkTitle is the longest FeedLink.Title kept, in bytes.
-	MaxFeedLinkTitle = 256
+	MaxLinks = 64
+	// MaxTitle is the longest Link.Title kept, in bytes.
+	MaxTitle = 256
 )
 
 // maxRawLinks bounds the links held before the page's base URL is known
-// (it may come last): enough for MaxFeedLinks distinct ones among
-// duplicates and unusable hrefs.
-const maxRawLinks = 16 * MaxFeedLinks
+// (it may come last): enough for MaxLinks distinct ones among duplicates
+// and unusable hrefs.
+const maxRawLinks = 16 * MaxLinks
 
 // linkKind is the kind a link's media type names: the Content-Types
-// DetectKind settles on alone, and application/rdf+xml, as RSS 1.0 feeds
-// are advertised.
-func linkKind(mediaType string) (DocumentKind, bool) {
-	if k, ok := kindByMediaType[mediaType]; ok {
+// fetch.DetectKind settles on alone, and application/rdf+xml, as RSS 1.0
+// feeds are advertised.
+func linkKind(mediaType string) (fetch.DocumentKind, bool) {
+	if k := fetch.DetectKind(mediaType, nil); k != fetch.KindHTML {
 		return k, true
 	}
 	if mediaType == "application/rdf+xml" {
-		return KindRDF, true
+		return fetch.KindRDF, true
 	}
 	return "", false
 }
 
 type rawLink struct {
 	href, mediaType, title string
-	kind                   DocumentKind
+	kind                   fetch.DocumentKind
 }
 
 // feedLinks reads an HTML page from r with a tokenizer, so the page is
@@ -62,12 +64,12 @@ type rawLink struct {
 // elements whose rel has the token alternate and whose type names a feed
 // kind, each href resolved against the document's base URL, fragments
 // dropped, duplicates and links back to the page itself dropped, at most
-// MaxFeedLinks. The base URL is the first <base href>'s, resolved against
+// MaxLinks. The base URL is the first <base href>'s, resolved against
 // page, as browsers take it (wherever it stands, it applies to every
 // link); page when there is none or it is unusable. Only http and https
 // links with a host are kept. Malformed HTML is read as browsers read it;
 // a read error ends the page there.
-func feedLinks(r io.Reader, page *url.URL) []FeedLink {
+func feedLinks(r io.Reader, page *url.URL) []Link {
 	z := html.NewTokenizer(r)
 	var (
 		raw      []rawLink
@@ -103,7 +105,7 @@ func feedLinks(r io.Reader, page *url.URL) []FeedLink {
 			if !ok || !hasToken(attrs["rel"], "alternate") {
 				continue
 			}
-			mt := MediaType(attrs["type"])
+			mt := fetch.MediaType(attrs["type"])
 			kind, ok := linkKind(mt)
 			if !ok {
 				continue
@@ -131,9 +133,9 @@ func tagAttrs(z *html.Tokenizer) map[string]string {
 	return attrs
 }
 
-// resolveLinks turns the raw links into FeedLinks against the document's
-// base URL.
-func resolveLinks(raw []rawLink, page *url.URL, baseHref string, haveBase bool) []FeedLink {
+// resolveLinks turns the raw links into Links against the document's base
+// URL.
+func resolveLinks(raw []rawLink, page *url.URL, baseHref string, haveBase bool) []Link {
 	base := page
 	if haveBase {
 		// As browsers do, a base that does not parse, or is data: or
@@ -144,7 +146,7 @@ func resolveLinks(raw []rawLink, page *url.URL, baseHref string, haveBase bool) 
 	}
 	self := linkKey(page)
 	seen := map[string]bool{self: true}
-	var links []FeedLink
+	var links []Link
 	for _, l := range raw {
 		href := cleanHref(l.href)
 		if href == "" {
@@ -155,7 +157,7 @@ func resolveLinks(raw []rawLink, page *url.URL, baseHref string, haveBase bool) 
 			continue
 		}
 		u.Fragment, u.RawFragment = "", ""
-		if checkTarget(u) != nil {
+		if fetch.Fetchable(u) != nil {
 			continue
 		}
 		// Resolving is looser than parsing: "//::0" resolves to a URL whose
@@ -166,8 +168,8 @@ func resolveLinks(raw []rawLink, page *url.URL, baseHref string, haveBase bool) 
 		}
 		if k := linkKey(u); !seen[k] {
 			seen[k] = true
-			links = append(links, FeedLink{URL: text, Type: l.mediaType, Kind: l.kind, Title: l.title})
-			if len(links) == MaxFeedLinks {
+			links = append(links, Link{URL: text, Type: l.mediaType, Kind: l.kind, Title: l.title})
+			if len(links) == MaxLinks {
 				break
 			}
 		}
@@ -231,14 +233,14 @@ func isHTMLSpace(r rune) bool {
 	return r == ' ' || r == '\t' || r == '\n' || r == '\f' || r == '\r'
 }
 
-// linkTitle trims a title and cuts it to MaxFeedLinkTitle bytes on a
-// character boundary.
+// linkTitle trims a title and cuts it to MaxTitle bytes on a character
+// boundary.
 func linkTitle(s string) string {
 	s = strings.ToValidUTF8(strings.TrimFunc(s, isHTMLSpace), "\uFFFD")
-	if len(s) <= MaxFeedLinkTitle {
+	if len(s) <= MaxTitle {
 		return s
 	}
-	cut := MaxFeedLinkTitle
+	cut := MaxTitle
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

@@ -1,4 +1,4 @@
-package fetch_test
+package feed_test
 
 import (
 	"context"
@@ -9,15 +9,16 @@ import (
 	"net/url"
 
 	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/fetch/feed"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/policy"
 )
 
-// A blog page advertises its feeds; GetFeed reads the page, picks the
+// A blog page advertises its feeds; Get reads the page, picks the
 // preferred link (Atom before RSS by default), fetches it and checks it
 // really is a feed. The feed lives on another origin, so the caller's
 // authorization header, meant for the blog, does not go with it.
-func ExampleFetcher_GetFeed() {
+func ExampleGet() {
 	feeds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Println("feed request carries authorization:", r.Header.Get("Authorization") != "")
 		w.Header().Set("Content-Type", "application/atom+xml")
@@ -39,16 +40,16 @@ func ExampleFetcher_GetFeed() {
 	})
 	defer f.Close()
 
-	feed, err := f.GetFeed(context.Background(), blog.URL+"/2026/11/hello.html", fetch.GetOptions{
+	found, err := feed.Get(context.Background(), f, blog.URL+"/2026/11/hello.html", fetch.GetOptions{
 		Headers: map[string]string{"authorization": "Bearer for-the-blog"},
-	}, fetch.FeedOptions{})
+	}, feed.Options{})
 	if err != nil {
 		fmt.Println("error:", err)
 		return
 	}
-	u, _ := url.Parse(feed.Document.URL)
-	fmt.Println("feed:", u.Path, feed.Document.Kind, feed.Link.Title)
-	for _, l := range feed.Alternates {
+	u, _ := url.Parse(found.Document.URL)
+	fmt.Println("feed:", u.Path, found.Document.Kind, found.Link.Title)
+	for _, l := range found.Alternates {
 		a, _ := url.Parse(l.URL)
 		fmt.Println("also:", a.Path, l.Kind, l.Title)
 	}

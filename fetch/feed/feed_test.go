@@ -1,4 +1,4 @@
-package fetch_test
+package feed_test
 
 import (
 	"context"
@@ -14,13 +14,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/fetch/feed"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/memory"
 )
 
 const (
-	atomBody = `<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom"><title>t</title></feed>`
 	rssBody  = `<?xml version="1.0"?><rss version="2.0"><channel><title>t</title></channel></rss>`
 	jsonBody = `{"version": "https://jsonfeed.org/version/1.1", "title": "t", "items": []}`
 )
@@ -29,10 +30,6 @@ const (
 func htmlPage(head string) http.Handler {
 	return testenv.Status(200, map[string]string{"Content-Type": "text/html; charset=utf-8"},
 		"<!DOCTYPE html><html><head><title>blog</title>"+head+"</head><body><p>hello</p></body></html>")
-}
-
-func served(contentType, body string) http.Handler {
-	return testenv.Status(200, map[string]string{"Content-Type": contentType}, body)
 }
 
 func alt(mediaType, href string) string {
@@ -44,11 +41,11 @@ type feedView struct {
 	URL        string
 	Kind       fetch.DocumentKind
 	PageURL    string
-	Link       fetch.FeedLink
-	Alternates []fetch.FeedLink
+	Link       feed.Link
+	Alternates []feed.Link
 }
 
-func viewOf(f *fetch.Feed) feedView {
+func viewOf(f *feed.Feed) feedView {
 	return feedView{URL: f.Document.URL, Kind: f.Document.Kind, PageURL: f.PageURL, Link: f.Link, Alternates: f.Alternates}
 }
 
@@ -72,14 +69,14 @@ func TestGetFeed(t *testing.T) {
 	)
 	// u is a URL on the test origin under a host name; set once it runs.
 	var u func(host, path string) string
-	lnk := func(host, path, mediaType string, kind fetch.DocumentKind) fetch.FeedLink {
-		return fetch.FeedLink{URL: u(host, path), Type: mediaType, Kind: kind}
+	lnk := func(host, path, mediaType string, kind fetch.DocumentKind) feed.Link {
+		return feed.Link{URL: u(host, path), Type: mediaType, Kind: kind}
 	}
 	type row struct {
 		name      string
 		routes    func() map[string]http.Handler // patterns with the host, e.g. "origin.test /page"
 		path      string                         // the page on origin.test
-		feed      fetch.FeedOptions
+		opts      feed.Options
 		get       fetch.GetOptions
 		want      func() feedView // nil when an error is wanted
 		wantErr   func(t *testing.T, err error)
@@ -91,7 +88,7 @@ func TestGetFeed(t *testing.T) {
 			routes: func() map[string]http.Handler {
 				return map[string]http.Handler{
 					"origin.test/blog/post": htmlPage(alt(atomType, "../feed.atom")),
-					"origin.test/feed.atom": served(atomType, atomBody),
+					"origin.test/feed.atom": fetchenv.Served(atomType, fetchenv.AtomFeed),
 				}
 			},
 			path: "/blog/post",
@@ -106,8 +103,8 @@ func TestGetFeed(t *testing.T) {
 			routes: func() map[string]http.Handler {
 				return map[string]http.Handler{
 					"origin.test/page":           htmlPage(`<base href="` + u("a.test", "/static/") + `">` + alt(rssType, "rss.xml")),
-					"a.test/static/rss.xml":      served("text/xml", rssBody),
-					"origin.test/static/rss.xml": served(rssType, "wrong: not resolved against the base"),
+					"a.test/static/rss.xml":      fetchenv.Served("text/xml", rssBody),
+					"origin.test/static/rss.xml": fetchenv.Served(rssType, "wrong: not resolved against the base"),
 				}
 			},
 			path: "/page",
@@ -122,17 +119,17 @@ func TestGetFeed(t *testing.T) {
 			routes: func() map[string]http.Handler {
 				return map[string]http.Handler{
 					"origin.test/page":      htmlPage(alt(rssType, "/rss") + alt(jsonType, "/json") + alt(atomType, "/atom") + alt(rssType, "/comments/rss")),
-					"origin.test/atom":      served(atomType, atomBody),
-					"origin.test/rss":       served(rssType, rssBody),
-					"origin.test/json":      served(jsonType, jsonBody),
-					"origin.test/comments/": served(rssType, rssBody),
+					"origin.test/atom":      fetchenv.Served(atomType, fetchenv.AtomFeed),
+					"origin.test/rss":       fetchenv.Served(rssType, rssBody),
+					"origin.test/json":      fetchenv.Served(jsonType, jsonBody),
+					"origin.test/comments/": fetchenv.Served(rssType, rssBody),
 				}
 			},
 			path: "/page",
 			want: func() feedView {
 				return feedView{URL: u("origin.test", "/atom"), Kind: fetch.KindAtom, PageURL: u("origin.test", "/page"),
 					Link: lnk("origin.test", "/atom", atomType, fetch.KindAtom),
-					Alternates: []fetch.FeedLink{
+					Alternates: []feed.Link{
 						lnk("origin.test", "/rss", rssType, fetch.KindRSS),
 						lnk("origin.test", "/comments/rss", rssType, fetch.KindRSS),
 						lnk("origin.test", "/json", jsonType, fetch.KindJSONFeed),
@@ -145,22 +142,22 @@ func TestGetFeed(t *testing.T) {
 			routes: func() map[string]http.Handler {
 				return map[string]http.Handler{
 					"origin.test/page": htmlPage(alt(rssType, "/rss") + alt(jsonType, "/json") + alt(atomType, "/atom")),
-					"origin.test/json": served(jsonType, jsonBody),
+					"origin.test/json": fetchenv.Served(jsonType, jsonBody),
 				}
 			},
 			path: "/page",
-			feed: fetch.FeedOptions{Prefer: []fetch.DocumentKind{fetch.KindJSONFeed, fetch.KindRSS}},
+			opts: feed.Options{Prefer: []fetch.DocumentKind{fetch.KindJSONFeed, fetch.KindRSS}},
 			want: func() feedView {
 				return feedView{URL: u("origin.test", "/json"), Kind: fetch.KindJSONFeed, PageURL: u("origin.test", "/page"),
 					Link:       lnk("origin.test", "/json", jsonType, fetch.KindJSONFeed),
-					Alternates: []fetch.FeedLink{lnk("origin.test", "/rss", rssType, fetch.KindRSS)}}
+					Alternates: []feed.Link{lnk("origin.test", "/rss", rssType, fetch.KindRSS)}}
 			},
 			wantPaths: []string{"origin.test /page", "origin.test /json"},
 		},
 		{
 			name: "a page that is itself a feed",
 			routes: func() map[string]http.Handler {
-				return map[string]http.Handler{"origin.test/feed": served("text/plain", rssBody)}
+				return map[string]http.Handler{"origin.test/feed": fetchenv.Served("text/plain", rssBody)}
 			},
 			path: "/feed",
 			want: func() feedView {
@@ -174,7 +171,7 @@ func TestGetFeed(t *testing.T) {
 				return map[string]http.Handler{
 					"origin.test/old":      testenv.Redirect(http.StatusMovedPermanently, "/new/page"),
 					"origin.test/new/page": htmlPage(alt(atomType, "feed")),
-					"origin.test/new/feed": served(atomType, atomBody),
+					"origin.test/new/feed": fetchenv.Served(atomType, fetchenv.AtomFeed),
 				}
 			},
 			path: "/old",
@@ -191,9 +188,9 @@ func TestGetFeed(t *testing.T) {
 			},
 			path: "/page",
 			wantErr: func(t *testing.T, err error) {
-				var fe *fetch.FeedError
-				if !errors.Is(err, fetch.ErrNoFeed) || errors.As(err, &fe) {
-					t.Errorf("err = %v, want fetch.ErrNoFeed alone", err)
+				var fe *feed.Error
+				if !errors.Is(err, feed.ErrNoLink) || errors.As(err, &fe) {
+					t.Errorf("err = %v, want feed.ErrNoLink alone", err)
 				}
 			},
 			wantPaths: []string{"origin.test /page"},
@@ -204,10 +201,10 @@ func TestGetFeed(t *testing.T) {
 				return map[string]http.Handler{"origin.test/page": htmlPage(alt(rssType, "/rss"))}
 			},
 			path: "/page",
-			feed: fetch.FeedOptions{Prefer: []fetch.DocumentKind{fetch.KindAtom}},
+			opts: feed.Options{Prefer: []fetch.DocumentKind{fetch.KindAtom}},
 			wantErr: func(t *testing.T, err error) {
-				if !errors.Is(err, fetch.ErrNoFeed) {
-					t.Errorf("err = %v, want fetch.ErrNoFeed", err)
+				if !errors.Is(err, feed.ErrNoLink) {
+					t.Errorf("err = %v, want feed.ErrNoLink", err)
 				}
 			},
 			wantPaths: []string{"origin.test /page"},
@@ -217,14 +214,14 @@ func TestGetFeed(t *testing.T) {
 			routes: func() map[string]http.Handler {
 				return map[string]http.Handler{
 					"origin.test/page": htmlPage(alt(atomType, "/gone.atom") + alt(rssType, "/rss")),
-					"origin.test/rss":  served(rssType, rssBody),
+					"origin.test/rss":  fetchenv.Served(rssType, rssBody),
 				}
 			},
 			path: "/page",
 			want: func() feedView {
 				return feedView{URL: u("origin.test", "/rss"), Kind: fetch.KindRSS, PageURL: u("origin.test", "/page"),
 					Link:       lnk("origin.test", "/rss", rssType, fetch.KindRSS),
-					Alternates: []fetch.FeedLink{lnk("origin.test", "/gone.atom", atomType, fetch.KindAtom)}}
+					Alternates: []feed.Link{lnk("origin.test", "/gone.atom", atomType, fetch.KindAtom)}}
 			},
 			wantPaths: []string{"origin.test /page", "origin.test /gone.atom", "origin.test /rss"},
 		},
@@ -239,9 +236,9 @@ func TestGetFeed(t *testing.T) {
 			},
 			path: "/page",
 			wantErr: func(t *testing.T, err error) {
-				var fe *fetch.FeedError
+				var fe *feed.Error
 				if !errors.As(err, &fe) {
-					t.Fatalf("err = %v, want a *fetch.FeedError", err)
+					t.Fatalf("err = %v, want a *feed.Error", err)
 				}
 				var got []string
 				for _, l := range fe.Links {
@@ -251,8 +248,8 @@ func TestGetFeed(t *testing.T) {
 					t.Errorf("links reported (-want +got):\n%s", diff)
 				}
 				var se *fetch.StatusError
-				if !errors.As(err, &se) || se.StatusCode != http.StatusNotFound || !errors.Is(err, fetch.ErrNotAFeed) || errors.Is(err, fetch.ErrNoFeed) {
-					t.Errorf("err = %v, want the 404 and ErrNotAFeed reachable, not ErrNoFeed", err)
+				if !errors.As(err, &se) || se.StatusCode != http.StatusNotFound || !errors.Is(err, feed.ErrNotAFeed) || errors.Is(err, feed.ErrNoLink) {
+					t.Errorf("err = %v, want the 404 and ErrNotAFeed reachable, not ErrNoLink", err)
 				}
 				if fe.PageURL != u("origin.test", "/page") || !strings.Contains(err.Error(), u("a.test", "/not-a-feed")) {
 					t.Errorf("err = %q (page %q), want it to name the page and each link", err, fe.PageURL)
@@ -267,9 +264,9 @@ func TestGetFeed(t *testing.T) {
 			},
 			path: "/page",
 			wantErr: func(t *testing.T, err error) {
-				var fe *fetch.FeedError
-				if !errors.As(err, &fe) || len(fe.Links) != fetch.DefaultMaxFeedCandidates {
-					t.Errorf("err = %v, want a *fetch.FeedError of %d links", err, fetch.DefaultMaxFeedCandidates)
+				var fe *feed.Error
+				if !errors.As(err, &fe) || len(fe.Links) != feed.DefaultMaxCandidates {
+					t.Errorf("err = %v, want a *feed.Error of %d links", err, feed.DefaultMaxCandidates)
 				}
 			},
 			wantPaths: []string{"origin.test /page", "origin.test /1", "origin.test /2", "origin.test /3"},
@@ -279,15 +276,15 @@ func TestGetFeed(t *testing.T) {
 			routes: func() map[string]http.Handler {
 				return map[string]http.Handler{
 					"origin.test/page": htmlPage(alt(rssType, "/1") + alt(rssType, "/2") + alt(rssType, "/3") + alt(rssType, "/4")),
-					"origin.test/4":    served(rssType, rssBody),
+					"origin.test/4":    fetchenv.Served(rssType, rssBody),
 				}
 			},
 			path: "/page",
-			feed: fetch.FeedOptions{MaxCandidates: 4},
+			opts: feed.Options{MaxCandidates: 4},
 			want: func() feedView {
 				return feedView{URL: u("origin.test", "/4"), Kind: fetch.KindRSS, PageURL: u("origin.test", "/page"),
 					Link: lnk("origin.test", "/4", rssType, fetch.KindRSS),
-					Alternates: []fetch.FeedLink{lnk("origin.test", "/1", rssType, fetch.KindRSS), lnk("origin.test", "/2", rssType, fetch.KindRSS),
+					Alternates: []feed.Link{lnk("origin.test", "/1", rssType, fetch.KindRSS), lnk("origin.test", "/2", rssType, fetch.KindRSS),
 						lnk("origin.test", "/3", rssType, fetch.KindRSS)}}
 			},
 			wantPaths: []string{"origin.test /page", "origin.test /1", "origin.test /2", "origin.test /3", "origin.test /4"},
@@ -297,20 +294,20 @@ func TestGetFeed(t *testing.T) {
 			routes: func() map[string]http.Handler {
 				return map[string]http.Handler{
 					"origin.test/page": htmlPage(alt(atomType, u("a.test", "/atom")) + alt(rssType, "/rss")),
-					"origin.test/rss":  served(rssType, rssBody),
+					"origin.test/rss":  fetchenv.Served(rssType, rssBody),
 				}
 			},
 			path: "/page",
 			get: fetch.GetOptions{CheckURL: func(ctx context.Context, u *url.URL) error {
 				if u.Hostname() == "a.test" {
-					return errNotAllowed
+					return errors.New("a.test is not allowed")
 				}
 				return nil
 			}},
 			want: func() feedView {
 				return feedView{URL: u("origin.test", "/rss"), Kind: fetch.KindRSS, PageURL: u("origin.test", "/page"),
 					Link:       lnk("origin.test", "/rss", rssType, fetch.KindRSS),
-					Alternates: []fetch.FeedLink{lnk("a.test", "/atom", atomType, fetch.KindAtom)}}
+					Alternates: []feed.Link{lnk("a.test", "/atom", atomType, fetch.KindAtom)}}
 			},
 			wantPaths: []string{"origin.test /page", "origin.test /rss"},
 		},
@@ -318,9 +315,9 @@ func TestGetFeed(t *testing.T) {
 			name: "malformed HTML",
 			routes: func() map[string]http.Handler {
 				return map[string]http.Handler{
-					"origin.test/page": served("text/html", `<html><HEAD><title>unclosed<LINK REL=Alternate TYPE=application/rss+xml HREF=/in-title></title>`+
+					"origin.test/page": fetchenv.Served("text/html", `<html><HEAD><title>unclosed<LINK REL=Alternate TYPE=application/rss+xml HREF=/in-title></title>`+
 						`<div><p><LINK rel='alternate' type='application/atom+xml' href='/atom'`+"\x00"+` <body><p>no closing tags`),
-					"origin.test/atom": served(atomType, atomBody),
+					"origin.test/atom": fetchenv.Served(atomType, fetchenv.AtomFeed),
 				}
 			},
 			path: "/page",
@@ -334,33 +331,31 @@ func TestGetFeed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mux := http.NewServeMux()
-			h := newHarness(t, mux, harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
-			u = h.url
+			h := fetchenv.New(t, mux, fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
+			u = h.URL
 			for pattern, handler := range tt.routes() {
 				mux.Handle(pattern, handler)
 			}
-			var sleeps libSleeps
-			fetch.SetSleep(h.fetcher, sleeps.sleep)
 			get := tt.get
 			get.Retries = fetch.None
-			feed, err := h.fetcher.GetFeed(libCtx(t), h.url("origin.test", tt.path), get, tt.feed)
+			found, err := feed.Get(fetchenv.Ctx(t), h.Fetcher, h.URL("origin.test", tt.path), get, tt.opts)
 			if tt.want != nil {
 				if err != nil {
-					t.Fatalf("GetFeed: %v", err)
+					t.Fatalf("Get: %v", err)
 				}
-				if diff := cmp.Diff(tt.want(), viewOf(feed)); diff != "" {
+				if diff := cmp.Diff(tt.want(), viewOf(found)); diff != "" {
 					t.Errorf("feed (-want +got):\n%s", diff)
 				}
-				if body := readDoc(t, feed.Document); body != atomBody && body != rssBody && body != jsonBody {
+				if body := fetchenv.ReadDoc(t, found.Document); body != fetchenv.AtomFeed && body != rssBody && body != jsonBody {
 					t.Errorf("feed body = %q, want one of the feeds", body)
 				}
 			} else {
-				if feed != nil {
-					t.Fatalf("GetFeed returned %+v, want an error", viewOf(feed))
+				if found != nil {
+					t.Fatalf("Get returned %+v, want an error", viewOf(found))
 				}
 				tt.wantErr(t, err)
 			}
-			if diff := cmp.Diff(tt.wantPaths, seenPaths(h.origin)); diff != "" {
+			if diff := cmp.Diff(tt.wantPaths, seenPaths(h.Origin)); diff != "" {
 				t.Errorf("requests (-want +got):\n%s", diff)
 			}
 		})
@@ -380,55 +375,57 @@ func TestGetFeedCredentials(t *testing.T) {
 	// Proxy-Authorization is refused by guard.SanitizeHeaders before
 	// anything is sent, so it never needs dropping here.
 	credentials := []string{"Authorization", "Cookie"}
-	other := testenv.StartOrigin(t, served("application/atom+xml", atomBody)) // same host name, another port
+	other := testenv.StartOrigin(t, fetchenv.Served("application/atom+xml", fetchenv.AtomFeed)) // same host name, another port
 	tests := []struct {
 		name     string
-		page     func(h *harness) http.Handler
+		page     func(h *fetchenv.Harness) http.Handler
 		path     string
-		feedAt   func(h *harness) *testenv.Origin
+		feedAt   func(h *fetchenv.Harness) *testenv.Origin
 		wantCred bool
 	}{
 		{name: "a feed on the page's origin", path: "/page",
-			page: func(h *harness) http.Handler { return htmlPage(alt("application/atom+xml", "/feed")) }, wantCred: true},
+			page: func(h *fetchenv.Harness) http.Handler { return htmlPage(alt("application/atom+xml", "/feed")) }, wantCred: true},
 		{name: "a feed on another host", path: "/page",
-			page: func(h *harness) http.Handler { return htmlPage(alt("application/atom+xml", h.url("a.test", "/feed"))) }},
+			page: func(h *fetchenv.Harness) http.Handler {
+				return htmlPage(alt("application/atom+xml", h.URL("a.test", "/feed")))
+			}},
 		{name: "a feed on another port", path: "/page",
-			page: func(h *harness) http.Handler {
+			page: func(h *fetchenv.Harness) http.Handler {
 				return htmlPage(alt("application/atom+xml", other.URLFor("origin.test", "/feed")))
 			},
-			feedAt: func(*harness) *testenv.Origin { return other }},
+			feedAt: func(*fetchenv.Harness) *testenv.Origin { return other }},
 		{name: "a base href on another origin", path: "/page",
-			page: func(h *harness) http.Handler {
-				return htmlPage(`<base href="` + h.url("a.test", "/") + `">` + alt("application/atom+xml", "feed"))
+			page: func(h *fetchenv.Harness) http.Handler {
+				return htmlPage(`<base href="` + h.URL("a.test", "/") + `">` + alt("application/atom+xml", "feed"))
 			}},
 		{name: "a page redirected to another origin, its feed on that origin", path: "/moved",
-			page: func(h *harness) http.Handler { return htmlPage(alt("application/atom+xml", "/feed")) }},
+			page: func(h *fetchenv.Harness) http.Handler { return htmlPage(alt("application/atom+xml", "/feed")) }},
 		{name: "a page redirected to another origin, its feed back on the first", path: "/moved-back",
-			page: func(h *harness) http.Handler {
-				return htmlPage(alt("application/atom+xml", h.url("origin.test", "/feed")))
+			page: func(h *fetchenv.Harness) http.Handler {
+				return htmlPage(alt("application/atom+xml", h.URL("origin.test", "/feed")))
 			}},
 		{name: "a page redirected away and back, its feed on the first origin", path: "/away-and-back",
-			page: func(h *harness) http.Handler { return htmlPage(alt("application/atom+xml", "/feed")) }},
+			page: func(h *fetchenv.Harness) http.Handler { return htmlPage(alt("application/atom+xml", "/feed")) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mux := http.NewServeMux()
-			h := newHarness(t, mux, harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+			h := fetchenv.New(t, mux, fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 			mux.Handle("/page", tt.page(h))
-			mux.Handle("/moved", testenv.Redirect(http.StatusFound, h.url("a.test", "/page")))
-			mux.Handle("/moved-back", testenv.Redirect(http.StatusFound, h.url("a.test", "/page")))
-			mux.Handle("/away-and-back", testenv.Redirect(http.StatusFound, h.url("a.test", "/back")))
-			mux.Handle("/back", testenv.Redirect(http.StatusFound, h.url("origin.test", "/page")))
-			mux.Handle("/feed", served("application/atom+xml", atomBody))
+			mux.Handle("/moved", testenv.Redirect(http.StatusFound, h.URL("a.test", "/page")))
+			mux.Handle("/moved-back", testenv.Redirect(http.StatusFound, h.URL("a.test", "/page")))
+			mux.Handle("/away-and-back", testenv.Redirect(http.StatusFound, h.URL("a.test", "/back")))
+			mux.Handle("/back", testenv.Redirect(http.StatusFound, h.URL("origin.test", "/page")))
+			mux.Handle("/feed", fetchenv.Served("application/atom+xml", fetchenv.AtomFeed))
 			before := other.Count()
-			feed, err := h.fetcher.GetFeed(libCtx(t), h.url("origin.test", tt.path), fetch.GetOptions{Headers: caller, Retries: fetch.None}, fetch.FeedOptions{})
+			found, err := feed.Get(fetchenv.Ctx(t), h.Fetcher, h.URL("origin.test", tt.path), fetch.GetOptions{Headers: caller, Retries: fetch.None}, feed.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if feed.Document.Kind != fetch.KindAtom {
-				t.Fatalf("feed = %+v", viewOf(feed))
+			if found.Document.Kind != fetch.KindAtom {
+				t.Fatalf("feed = %+v", viewOf(found))
 			}
-			seen := h.origin.Requests()
+			seen := h.Origin.Requests()
 			if first := seen[0].Header; first.Get("Authorization") != "Bearer s3cret" || first.Get("Cookie") != "session=1" {
 				t.Errorf("the page request lost its credentials")
 			}
@@ -489,30 +486,30 @@ func TestGetFeedHugePage(t *testing.T) {
 		bound int64
 		want  int64 // the most read back
 	}{
-		{name: "the default bound", want: fetch.DefaultMaxPageBytes},
+		{name: "the default bound", want: feed.DefaultMaxPageBytes},
 		{name: "a caller's bound", bound: 64 << 10, want: 64 << 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mux := http.NewServeMux()
-			h := newHarness(t, mux, harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
-			mux.Handle("/page", served("text/html", "<html><head>"+alt("application/rss+xml", "/late")+
+			h := fetchenv.New(t, mux, fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
+			mux.Handle("/page", fetchenv.Served("text/html", "<html><head>"+alt("application/rss+xml", "/late")+
 				"</head><body>"+filler+alt("application/atom+xml", "/past-the-bound")+"</body></html>"))
-			mux.Handle("/late", served("application/rss+xml", rssBody))
-			mux.Handle("/past-the-bound", served("application/atom+xml", atomBody))
+			mux.Handle("/late", fetchenv.Served("application/rss+xml", rssBody))
+			mux.Handle("/past-the-bound", fetchenv.Served("application/atom+xml", fetchenv.AtomFeed))
 			dst := &countingSink{Sink: memory.New(memory.Options{})}
-			feed, err := h.fetcher.GetFeed(libCtx(t), h.url("origin.test", "/page"), fetch.GetOptions{Sink: dst}, fetch.FeedOptions{MaxPageBytes: tt.bound})
+			found, err := feed.Get(fetchenv.Ctx(t), h.Fetcher, h.URL("origin.test", "/page"), fetch.GetOptions{Sink: dst}, feed.Options{MaxPageBytes: tt.bound})
 			if err != nil {
 				t.Fatal(err)
 			}
 			// The atom link would win, had it been seen.
-			if feed.Document.URL != h.url("origin.test", "/late") || len(feed.Alternates) != 0 {
-				t.Errorf("feed = %+v, want /late alone", viewOf(feed))
+			if found.Document.URL != h.URL("origin.test", "/late") || len(found.Alternates) != 0 {
+				t.Errorf("feed = %+v, want /late alone", viewOf(found))
 			}
 			if got := dst.read.Load(); got > tt.want {
 				t.Errorf("read back %d bytes of the page, want at most %d", got, tt.want)
 			}
-			if got := seenPaths(h.origin); len(got) != 2 {
+			if got := seenPaths(h.Origin); len(got) != 2 {
 				t.Errorf("requests = %v, want the page and /late", got)
 			}
 		})
@@ -525,17 +522,17 @@ func TestGetFeedCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	mux := http.NewServeMux()
-	h := newHarness(t, mux, harnessOptions{fetch: fetch.Options{Pacer: libPacer{}}})
+	h := fetchenv.New(t, mux, fetchenv.Options{Fetch: fetch.Options{Pacer: fetchenv.NoPacer{}}})
 	mux.Handle("/page", htmlPage(alt("application/rss+xml", "/1")+alt("application/rss+xml", "/2")))
 	mux.Handle("/1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cancel()
 		w.WriteHeader(http.StatusNotFound)
 	}))
-	_, err := h.fetcher.GetFeed(ctx, h.url("origin.test", "/page"), fetch.GetOptions{Retries: fetch.None}, fetch.FeedOptions{})
+	_, err := feed.Get(ctx, h.Fetcher, h.URL("origin.test", "/page"), fetch.GetOptions{Retries: fetch.None}, feed.Options{})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
-	if diff := cmp.Diff([]string{"origin.test /page", "origin.test /1"}, seenPaths(h.origin)); diff != "" {
+	if diff := cmp.Diff([]string{"origin.test /page", "origin.test /1"}, seenPaths(h.Origin)); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }

@@ -1,4 +1,4 @@
-package fetch
+package feed
 
 import (
 	"fmt"
@@ -10,25 +10,19 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 )
 
 const testPage = "https://blog.test/posts/hello?lang=en#top"
 
-func mustURL(t testing.TB, s string) *url.URL {
-	t.Helper()
-	u, err := url.Parse(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
-
-// link is a FeedLink with only its URL and kind, the fields most rows
+// link is a Link with only its URL and kind, the fields most rows
 // check.
-func link(u string, k DocumentKind) FeedLink {
-	return FeedLink{URL: u, Type: map[DocumentKind]string{
-		KindAtom: "application/atom+xml", KindRSS: "application/rss+xml", KindRDF: "application/rdf+xml",
-		KindJSONFeed: "application/feed+json", KindNWF: "text/x-neurowire",
+func link(u string, k fetch.DocumentKind) Link {
+	return Link{URL: u, Type: map[fetch.DocumentKind]string{
+		fetch.KindAtom: "application/atom+xml", fetch.KindRSS: "application/rss+xml", fetch.KindRDF: "application/rdf+xml",
+		fetch.KindJSONFeed: "application/feed+json", fetch.KindNWF: "text/x-neurowire",
 	}[k], Kind: k}
 }
 
@@ -38,87 +32,87 @@ func TestFeedLinks(t *testing.T) {
 		atom = `type="application/atom+xml"`
 	)
 	many := new(strings.Builder)
-	for i := range MaxFeedLinks + 10 {
+	for i := range MaxLinks + 10 {
 		fmt.Fprintf(many, `<link rel=alternate %s href="/f/%d">`, rss, i)
 	}
-	var manyWant []FeedLink
-	for i := range MaxFeedLinks {
-		manyWant = append(manyWant, link(fmt.Sprintf("https://blog.test/f/%d", i), KindRSS))
+	var manyWant []Link
+	for i := range MaxLinks {
+		manyWant = append(manyWant, link(fmt.Sprintf("https://blog.test/f/%d", i), fetch.KindRSS))
 	}
 	tests := []struct {
 		name string
 		page string
-		want []FeedLink
+		want []Link
 	}{
 		{name: "no links", page: `<html><head><title>t</title></head><body>hi</body></html>`},
 		{name: "relative href", page: `<link rel="alternate" ` + rss + ` href="feed.xml">`,
-			want: []FeedLink{link("https://blog.test/posts/feed.xml", KindRSS)}},
+			want: []Link{link("https://blog.test/posts/feed.xml", fetch.KindRSS)}},
 		{name: "root-relative and scheme-relative hrefs", page: `<link rel=alternate ` + rss + ` href="/rss"><link rel=alternate ` + atom + ` href="//cdn.test/atom">`,
-			want: []FeedLink{link("https://blog.test/rss", KindRSS), link("https://cdn.test/atom", KindAtom)}},
+			want: []Link{link("https://blog.test/rss", fetch.KindRSS), link("https://cdn.test/atom", fetch.KindAtom)}},
 		{name: "every feed type", page: `<link rel=alternate type="application/atom+xml" href=/a>` +
 			`<link rel=alternate type="application/rss+xml" href=/r>` +
 			`<link rel=alternate type="application/rdf+xml" href=/d>` +
 			`<link rel=alternate type="application/feed+json" href=/j>` +
 			`<link rel=alternate type="text/x-neurowire" href=/n>`,
-			want: []FeedLink{link("https://blog.test/a", KindAtom), link("https://blog.test/r", KindRSS), link("https://blog.test/d", KindRDF),
-				link("https://blog.test/j", KindJSONFeed), link("https://blog.test/n", KindNWF)}},
+			want: []Link{link("https://blog.test/a", fetch.KindAtom), link("https://blog.test/r", fetch.KindRSS), link("https://blog.test/d", fetch.KindRDF),
+				link("https://blog.test/j", fetch.KindJSONFeed), link("https://blog.test/n", fetch.KindNWF)}},
 		{name: "types that are not feeds", page: `<link rel=alternate type="application/json" href=/wp-json/post>` +
 			`<link rel=alternate type="text/html" href=/fr/>` + `<link rel="alternate stylesheet" type="text/css" href=/dark.css>` +
 			`<link rel=alternate href=/untyped>` + `<link rel=alternate type="" href=/blank>`},
 		{name: "type with parameters and case", page: `<link rel=alternate type=" Application/RSS+XML; charset=utf-8" href=/r>`,
-			want: []FeedLink{link("https://blog.test/r", KindRSS)}},
+			want: []Link{link("https://blog.test/r", fetch.KindRSS)}},
 		{name: "rel is a case-insensitive token list", page: `<link rel="feed ALTERNATE" ` + rss + ` href=/a>` +
 			"<link rel=\"home\talternate\n\" " + rss + ` href=/b>` + `<link rel=alternates ` + rss + ` href=/c>` +
 			`<link rel="alter nate" ` + rss + ` href=/d>` + `<link ` + rss + ` href=/e>` + `<link rel=alternate ` + rss + `>`,
-			want: []FeedLink{link("https://blog.test/a", KindRSS), link("https://blog.test/b", KindRSS)}},
+			want: []Link{link("https://blog.test/a", fetch.KindRSS), link("https://blog.test/b", fetch.KindRSS)}},
 		{name: "base href", page: `<head><base href="https://static.test/feeds/"><link rel=alternate ` + rss + ` href="main.xml"></head>`,
-			want: []FeedLink{link("https://static.test/feeds/main.xml", KindRSS)}},
+			want: []Link{link("https://static.test/feeds/main.xml", fetch.KindRSS)}},
 		{name: "relative base href", page: `<base href="../archive/"><link rel=alternate ` + rss + ` href="rss">`,
-			want: []FeedLink{link("https://blog.test/archive/rss", KindRSS)}},
+			want: []Link{link("https://blog.test/archive/rss", fetch.KindRSS)}},
 		{name: "base after the link still applies", page: `<link rel=alternate ` + rss + ` href="rss"><base href="https://static.test/">`,
-			want: []FeedLink{link("https://static.test/rss", KindRSS)}},
+			want: []Link{link("https://static.test/rss", fetch.KindRSS)}},
 		{name: "the first base with an href wins", page: `<base target=_top><base href="https://one.test/"><base href="https://two.test/">` +
 			`<link rel=alternate ` + rss + ` href="rss">`,
-			want: []FeedLink{link("https://one.test/rss", KindRSS)}},
+			want: []Link{link("https://one.test/rss", fetch.KindRSS)}},
 		{name: "a javascript: base leaves the page's URL", page: `<base href="javascript:alert(1)"><link rel=alternate ` + rss + ` href="rss">`,
-			want: []FeedLink{link("https://blog.test/posts/rss", KindRSS)}},
+			want: []Link{link("https://blog.test/posts/rss", fetch.KindRSS)}},
 		{name: "an unparseable base leaves the page's URL", page: `<base href="http://[::1/"><base href="https://two.test/"><link rel=alternate ` + rss + ` href="rss">`,
-			want: []FeedLink{link("https://blog.test/posts/rss", KindRSS)}},
+			want: []Link{link("https://blog.test/posts/rss", fetch.KindRSS)}},
 		{name: "duplicates dropped, the first kept", page: `<link rel=alternate ` + rss + ` href="/feed">` +
 			`<link rel=alternate ` + atom + ` href="https://BLOG.test/feed#x">` + `<link rel=alternate ` + rss + ` href="HTTPS://blog.test/feed">`,
-			want: []FeedLink{link("https://blog.test/feed", KindRSS)}},
+			want: []Link{link("https://blog.test/feed", fetch.KindRSS)}},
 		{name: "links back to the page dropped", page: `<link rel=alternate ` + rss + ` href="">` + `<link rel=alternate ` + rss + ` href="#comments">` +
 			`<link rel=alternate ` + rss + ` href="?lang=en">` + `<link rel=alternate ` + rss + ` href="?lang=fr">`,
-			want: []FeedLink{link("https://blog.test/posts/hello?lang=fr", KindRSS)}},
+			want: []Link{link("https://blog.test/posts/hello?lang=fr", fetch.KindRSS)}},
 		{name: "only http and https", page: `<link rel=alternate ` + rss + ` href="ftp://blog.test/rss">` +
 			`<link rel=alternate ` + rss + ` href="javascript:alert(1)">` + `<link rel=alternate ` + rss + ` href="data:text/xml,<rss/>">` +
 			`<link rel=alternate ` + rss + ` href="mailto:a@blog.test">` + `<link rel=alternate ` + rss + ` href="http:///nohost">` +
 			`<link rel=alternate ` + rss + ` href="http://plain.test/rss">`,
-			want: []FeedLink{link("http://plain.test/rss", KindRSS)}},
+			want: []Link{link("http://plain.test/rss", fetch.KindRSS)}},
 		{name: "href white space stripped as URL parsing does", page: "<link rel=alternate " + rss + " href=\" \n/r\tss\n \">",
-			want: []FeedLink{link("https://blog.test/rss", KindRSS)}},
+			want: []Link{link("https://blog.test/rss", fetch.KindRSS)}},
 		{name: "entities in attributes", page: `<link rel=alternate ` + rss + ` href="/feed?a=1&amp;b=2" title="News &amp; notes">`,
-			want: []FeedLink{{URL: "https://blog.test/feed?a=1&b=2", Type: "application/rss+xml", Kind: KindRSS, Title: "News & notes"}}},
-		{name: "title trimmed and bounded", page: `<link rel=alternate ` + rss + ` href="/a" title="  ` + strings.Repeat("é", MaxFeedLinkTitle) + ` ">`,
-			want: []FeedLink{{URL: "https://blog.test/a", Type: "application/rss+xml", Kind: KindRSS, Title: strings.Repeat("é", MaxFeedLinkTitle/2)}}},
+			want: []Link{{URL: "https://blog.test/feed?a=1&b=2", Type: "application/rss+xml", Kind: fetch.KindRSS, Title: "News & notes"}}},
+		{name: "title trimmed and bounded", page: `<link rel=alternate ` + rss + ` href="/a" title="  ` + strings.Repeat("é", MaxTitle) + ` ">`,
+			want: []Link{{URL: "https://blog.test/a", Type: "application/rss+xml", Kind: fetch.KindRSS, Title: strings.Repeat("é", MaxTitle/2)}}},
 		{name: "the first of a repeated attribute wins", page: `<link rel=alternate ` + rss + ` href="/first" href="/second" rel=stylesheet>`,
-			want: []FeedLink{link("https://blog.test/first", KindRSS)}},
+			want: []Link{link("https://blog.test/first", fetch.KindRSS)}},
 		{name: "not links: script, style, comment, title, textarea", page: `<script>document.write('<link rel=alternate ` + rss + ` href=/s>')</script>` +
 			`<style>/* <link rel=alternate ` + rss + ` href=/y> */</style><!-- <link rel=alternate ` + rss + ` href=/c> -->` +
 			`<title><link rel=alternate ` + rss + ` href=/t></title><textarea><link rel=alternate ` + rss + ` href=/x></textarea>` +
 			`<link rel=alternate ` + rss + ` href=/real>`,
-			want: []FeedLink{link("https://blog.test/real", KindRSS)}},
+			want: []Link{link("https://blog.test/real", fetch.KindRSS)}},
 		{name: "malformed HTML", page: `<HTML><HEAD><LINK REL=ALTERNATE TYPE=APPLICATION/ATOM+XML HREF=/upper>` +
 			`<link rel=alternate ` + rss + ` href=/self-closing/><p><div></span>` +
 			`<link rel=alternate ` + rss + ` href='/single'` + `<body><link rel=alternate ` + rss + ` href=/in-body>` +
 			`<link rel=alternate ` + rss + ` href="/unclosed`,
-			want: []FeedLink{link("https://blog.test/upper", KindAtom), link("https://blog.test/self-closing/", KindRSS),
-				link("https://blog.test/single", KindRSS), link("https://blog.test/in-body", KindRSS)}},
-		{name: "at most MaxFeedLinks", page: many.String(), want: manyWant},
+			want: []Link{link("https://blog.test/upper", fetch.KindAtom), link("https://blog.test/self-closing/", fetch.KindRSS),
+				link("https://blog.test/single", fetch.KindRSS), link("https://blog.test/in-body", fetch.KindRSS)}},
+		{name: "at most MaxLinks", page: many.String(), want: manyWant},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := feedLinks(strings.NewReader(tt.page), mustURL(t, testPage))
+			got := feedLinks(strings.NewReader(tt.page), fetchenv.MustURL(t, testPage))
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("feedLinks (-want +got):\n%s", diff)
 			}
@@ -161,9 +155,9 @@ func TestFeedLinksBounded(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	got := feedLinks(io.LimitReader(page, bound), mustURL(t, testPage))
+	got := feedLinks(io.LimitReader(page, bound), fetchenv.MustURL(t, testPage))
 	runtime.ReadMemStats(&after)
-	if diff := cmp.Diff([]FeedLink{link("https://blog.test/rss", KindRSS)}, got); diff != "" {
+	if diff := cmp.Diff([]Link{link("https://blog.test/rss", fetch.KindRSS)}, got); diff != "" {
 		t.Errorf("feedLinks (-want +got):\n%s", diff)
 	}
 	if page.read != bound {
@@ -177,7 +171,7 @@ func TestFeedLinksBounded(t *testing.T) {
 // FuzzFeedLinks checks the extraction never panics and keeps its promises
 // whatever the page: every link an absolute http(s) URL with a host and no
 // fragment, no two alike, none the page itself, a feed kind, a short valid
-// title, at most MaxFeedLinks.
+// title, at most MaxLinks.
 func FuzzFeedLinks(f *testing.F) {
 	seeds := []string{
 		`<link rel=alternate type=application/rss+xml href=feed.xml>`,                                                // relative
@@ -199,11 +193,11 @@ func FuzzFeedLinks(f *testing.F) {
 	for _, s := range seeds {
 		f.Add([]byte(s))
 	}
-	page := mustURL(f, testPage)
+	page := fetchenv.MustURL(f, testPage)
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		links := feedLinks(strings.NewReader(string(doc)), page)
-		if len(links) > MaxFeedLinks {
-			t.Fatalf("%d links, more than %d", len(links), MaxFeedLinks)
+		if len(links) > MaxLinks {
+			t.Fatalf("%d links, more than %d", len(links), MaxLinks)
 		}
 		seen := map[string]bool{linkKey(page): true}
 		for _, l := range links {
@@ -222,10 +216,10 @@ func FuzzFeedLinks(f *testing.F) {
 			} else {
 				seen[k] = true
 			}
-			if _, ok := linkKind(l.Type); !ok || l.Kind == KindHTML || l.Kind == "" {
+			if _, ok := linkKind(l.Type); !ok || l.Kind == fetch.KindHTML || l.Kind == "" {
 				t.Fatalf("link %q has type %q, kind %q", l.URL, l.Type, l.Kind)
 			}
-			if len(l.Title) > MaxFeedLinkTitle || !utf8.ValidString(l.Title) {
+			if len(l.Title) > MaxTitle || !utf8.ValidString(l.Title) {
 				t.Fatalf("link %q has a title of %d bytes, valid UTF-8 %v", l.URL, len(l.Title), utf8.ValidString(l.Title))
 			}
 		}
