@@ -3,18 +3,14 @@ package fetch
 import "sync"
 
 // Cache remembers the last document fetched with a 200 for each URL, so
-// Fetcher.Get can ask the origin whether it changed (If-None-Match from its
-// ETag, If-Modified-Since from its Last-Modified) and, on a 304, return it
-// again instead of downloading the body.
+// Fetcher.Get can ask the origin whether it changed (If-None-Match,
+// If-Modified-Since) and, on a 304, return it again.
 //
-// The key is the URL exactly as passed to Get; request headers are not part
-// of it. Do not share one Cache between callers that send different
-// credentials for the same URL: one caller's 304 would hand it the document
-// fetched with the other's credentials.
-//
-// Get stores a Document of its own (never the one it returns) and never
-// modifies a Document it loads, so implementations need not copy.
-// Implementations must be safe for concurrent use.
+// The key is the URL exactly as passed to Get, without the request headers:
+// do not share one Cache between callers that send different credentials
+// for the same URL, or one caller's 304 hands it the other's document. Get
+// stores a Document of its own and never modifies one it loads, so
+// implementations need not copy. They must be safe for concurrent use.
 type Cache interface {
 	// Load returns the document stored for url, if any.
 	Load(url string) (*Document, bool)
@@ -22,12 +18,10 @@ type Cache interface {
 	Store(url string, doc *Document)
 }
 
-// MemoryCache is a map-backed Cache. It keeps one document per URL and
-// never evicts: give it a lifetime that suits the set of URLs fetched, or
-// call Delete. A cached document keeps its body reachable (with Get's
-// default sink, the bytes themselves).
-//
-// Create one with NewMemoryCache. A MemoryCache is safe for concurrent use.
+// MemoryCache is a map-backed Cache, safe for concurrent use. It keeps one
+// document per URL and never evicts: give it a lifetime that suits the set
+// of URLs fetched, or call Delete. A cached document keeps its body
+// reachable (with Get's default sink, the bytes themselves).
 type MemoryCache struct {
 	mu   sync.Mutex
 	docs map[string]*Document

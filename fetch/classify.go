@@ -15,7 +15,7 @@ import (
 // Class is what a failure means: whether the same request would fail the
 // same way (Permanent, with the contract's reason token), and whether
 // trying again soon could help (Retry). A failure that is neither is
-// transient: it may heal later (the worker retries it through the stream).
+// transient: it may heal later.
 type Class struct {
 	// Permanent reports that asking again cannot succeed.
 	Permanent bool
@@ -24,35 +24,26 @@ type Class struct {
 	// StatusCode is the final response's status for http_status.
 	StatusCode int
 	// Retry reports whether another attempt soon might succeed: the origin
-	// or the network failed (5xx, 408, 429, a failure on the wire, a failed
-	// lookup, a timeout). A certificate that failed verification, a body
-	// that does not decode, and a failure of this process (storage full or
-	// failing, the caller's cancellation, an unrecognised error) may heal
-	// later, but not within Get's retries, seconds apart.
+	// or the network failed. Other transient failures may heal later, but
+	// not within Get's retries, seconds apart.
 	Retry bool
 }
 
 // Classify is the one classification of failures, shared by Get (its
 // retries) and the content.fetch handler (a command's outcome):
 //
-//	ErrURLRefused (a CheckURL hook)           Permanent  destination_refused
+//	ErrURLRefused, guard.ErrRefused           Permanent  destination_refused
 //	ErrNotFetchable, guard.ErrInvalidHost     Permanent  not_fetchable
 //	guard.ErrInvalidOptions                   Permanent  invalid_request_options
-//	guard.ErrRefused                          Permanent  destination_refused
 //	ErrTooLarge                               Permanent  too_large
 //	*StatusError other than the below         Permanent  http_status
-//	*StatusError 5xx (500-599), 408, 429      Retry
-//	ErrNetwork, guard.ErrResolve,             Retry
+//	*StatusError 5xx (500-599), 408, 429;     Retry
+//	  ErrNetwork, guard.ErrResolve,
 //	  ErrTimeout, ErrDeadline
-//	ErrNetwork: a certificate that failed     neither
-//	  verification
-//	ErrContentCoding                          neither
-//	sink.ErrPermanent (a store refused for    neither: only an operator can
-//	  good: a lost permission, a missing        mend it; the handler waits
-//	  bucket)                                   out the delivery ceiling
-//	ErrStorageFull, ErrStore,                 neither
-//	  context.Canceled,
-//	  context.DeadlineExceeded, anything else
+//	ErrNetwork (a certificate that failed     neither
+//	  verification), ErrContentCoding,
+//	  sink.ErrPermanent, ErrStorageFull,
+//	  ErrStore, context errors, anything else
 //
 // A 304 is not a failure (Result.NotModified).
 func Classify(err error) Class {

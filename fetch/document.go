@@ -9,10 +9,9 @@ import (
 )
 
 // Document is one fetched document, as Fetcher.Get returns it: where it was
-// found, what it says it is, and its body stored in a sink.
-//
-// Get never modifies a Document after returning it, so one may be shared
-// between goroutines (a Cache holds them).
+// found, what it says it is, and its body stored in a sink. Get never
+// modifies a Document after returning it, so goroutines (and a Cache) may
+// share one.
 type Document struct {
 	// URL is the final URL, after redirects. For a NotModified document it
 	// is the URL the cached body came from.
@@ -37,8 +36,7 @@ type Document struct {
 	// request and every field but StatusCode and Attempts comes from the
 	// cached document.
 	NotModified bool
-	// Attempts is how many attempts this Get made, the successful one
-	// included.
+	// Attempts is how many attempts this Get made, the last included.
 	Attempts int
 	// LeftOrigin is the fetch's Result.LeftOrigin: a redirect left the
 	// origin asked for, so the body's links deserve no credentials either.

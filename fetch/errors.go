@@ -10,19 +10,15 @@ import (
 // errors.Is. Errors from the guard (guard.ErrRefused, guard.ErrResolve) and
 // the sink (sink.ErrTooLarge) pass through wrapped as well.
 var (
-	// ErrURLRefused means a CheckURL hook (Options.CheckURL,
-	// Request.CheckURL or GetOptions.CheckURL) refused a hop; nothing was
-	// sent to it. The hook's error is wrapped too.
+	// ErrURLRefused means a CheckURL hook refused a hop; nothing was sent
+	// to it. The hook's error is wrapped too.
 	ErrURLRefused = errors.New("fetch: url refused")
-	// ErrNotFetchable means a URL (the command's or a redirect target) is
-	// not an http or https URL with a host, or the redirect limit was
-	// exceeded.
+	// ErrNotFetchable means a URL (asked for or a redirect target) is not
+	// http or https with a host, or the redirect limit was exceeded.
 	ErrNotFetchable = errors.New("fetch: not fetchable")
-	// ErrTooLarge means the body is larger than the size limit. Nothing was
-	// stored.
+	// ErrTooLarge means the body is over the size limit; nothing was stored.
 	ErrTooLarge = errors.New("fetch: body too large")
-	// ErrStorageFull means the sink is over its total-size ceiling; no
-	// request was sent.
+	// ErrStorageFull means the sink is over its ceiling; nothing was sent.
 	ErrStorageFull = errors.New("fetch: blob storage over its ceiling")
 	// ErrTimeout means one operation (connect, TLS handshake, waiting for
 	// headers, one read) took longer than the request's timeout.
@@ -71,9 +67,8 @@ func (e *StatusError) Error() string {
 }
 
 // Transient reports whether a fresh attempt later might succeed: 5xx
-// (500-599), 408 and 429, as Classify says. A status of 600 or more is no
-// server error, whatever its first digit: like any other status it is
-// permanent.
+// (500-599), 408 and 429, as Classify says; 600 and above are permanent
+// (docs/taxonomy.md).
 func (e *StatusError) Transient() bool { return statusTransient(e.StatusCode) }
 
 // networkError marks a failure on the wire with ErrNetwork while keeping the

@@ -40,15 +40,13 @@ type Options struct {
 	// Pacer spaces requests per host. Nil means a policy.Local pacer with
 	// its default floor.
 	Pacer policy.Pacer
-	// MaxInFlight bounds the requests in flight at once, across every fetch
-	// of the Fetcher: a request holds its place from its pacing decision
-	// until its body is consumed, and a fetch waiting for its host's
-	// politeness window holds none, so waiting for one host never holds up
-	// another. Zero means no bound.
+	// MaxInFlight bounds the requests in flight across every fetch of the
+	// Fetcher, each from its pacing decision until its body is consumed; a
+	// fetch waiting for its host's politeness window holds no place, so it
+	// never holds up another host. Zero means no bound.
 	MaxInFlight int
 	// MaxBodyBytes bounds the bytes stored, counted after the content
-	// codings are removed (gzip, deflate, br, zstd), so a compression bomb
-	// stops at it. Zero means DefaultMaxBodyBytes.
+	// codings are removed. Zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// DefaultTimeout bounds each operation when the request sets no timeout.
 	// Zero means guard.DefaultTimeout (30 s).
@@ -66,13 +64,11 @@ type Options struct {
 	TLSConfig *tls.Config
 	// Logger receives debug lines about hops. Nil means slog.Default().
 	Logger *slog.Logger
-	// CheckURL, when set, judges every hop of every fetch, the Handler's
-	// included, before anything else happens to it (no lookup, no pacing,
-	// no request): the URL asked for and each redirect target. An error
-	// refuses the hop and fails the fetch with ErrURLRefused wrapping it
-	// (a command's Permanent destination_refused). A request's own
-	// CheckURL runs after it; both must pass. Nil means no check beyond
-	// the guard. It must be safe for concurrent use.
+	// CheckURL, when set, judges every hop of every fetch (the URL asked
+	// for and each redirect target) before any lookup, pacing or request:
+	// an error refuses the hop and fails the fetch with ErrURLRefused
+	// wrapping it. A request's own CheckURL runs after it; both must pass.
+	// Nil means no check beyond the guard. It must be concurrency-safe.
 	CheckURL func(ctx context.Context, u *url.URL) error
 }
 
@@ -175,12 +171,10 @@ type Request struct {
 	// after the fetcher's own; both must pass. Nil means none.
 	CheckURL func(ctx context.Context, u *url.URL) error
 	// PacingWait, when set, spends each wait for a hop's politeness window
-	// instead of sleeping: it is called with the host, how long this hop
-	// has waited so far and how much longer the pacer asks, and returns nil
-	// once it has waited that long, or an error that ends the fetch as it
-	// is, with nothing sent to the hop. A caller with other work can refuse
-	// long waits and come back when the host is due. Nil means sleep, cut
-	// short only by ctx (and MaxFetchTime).
+	// instead of sleeping: given the host, how long this hop has waited and
+	// how much longer the pacer asks, it returns nil once it has waited
+	// that long, or an error that ends the fetch with nothing sent to the
+	// hop. Nil means sleep, cut short only by ctx (and MaxFetchTime).
 	PacingWait func(ctx context.Context, host string, waited, wait time.Duration) error
 }
 

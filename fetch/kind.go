@@ -6,11 +6,8 @@ import (
 	"strings"
 )
 
-// DocumentKind classifies a fetched document before any parser runs. It is a
-// string so it reads well in logs and JSON; the zero value "" means not
-// classified (DetectKind never returns it).
-//
-// The name is not Kind because Kind is the handler's outcome type.
+// DocumentKind classifies a fetched document before any parser runs; the
+// zero value "" means not classified (DetectKind never returns it).
 type DocumentKind string
 
 // The kinds DetectKind tells apart.
@@ -30,8 +27,8 @@ const (
 	KindHTML DocumentKind = "html"
 )
 
-// SniffLen is the most of a body DetectKind looks at. Feeds name themselves
-// in their first bytes; a bound keeps detection cheap on any body.
+// SniffLen is the most of a body DetectKind looks at: feeds name themselves
+// in their first bytes.
 const SniffLen = 4 << 10
 
 // kindByMediaType are the Content-Types that settle the kind on their own.
@@ -47,16 +44,11 @@ var kindByMediaType = map[string]DocumentKind{
 //
 // A Content-Type naming a feed type decides alone. Otherwise (many hosts
 // serve feeds as text/plain, application/octet-stream or even text/html) the
-// body decides, after skipping a UTF-8 byte order mark:
-//
-//   - a first line "NWF1" (alone or followed by a space or tab) is nwf;
-//   - a JSON object naming jsonfeed.org or with a top-level "items" key is
-//     jsonfeed;
-//   - an XML root element, found by skipping white space, the XML
-//     declaration and other processing instructions, comments and a doctype:
-//     feed is atom, rss is rss, RDF (as in rdf:RDF) is rdf, with or without
-//     a namespace prefix;
-//   - anything else is html.
+// body decides, after a UTF-8 byte order mark, as each kind says: a first
+// line "NWF1" (alone or followed by a space or tab), a JSON object, or an
+// XML root element, with or without a namespace prefix, found by skipping
+// white space, the XML declaration, processing instructions, comments and a
+// doctype. Anything else is html.
 //
 // DetectKind is a pure function, safe for concurrent use.
 func DetectKind(contentType string, body []byte) DocumentKind {

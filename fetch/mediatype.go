@@ -35,10 +35,8 @@ func mediaType(text string) string {
 
 // HeaderText returns the final response's value of the named header as
 // text, always valid UTF-8: its bytes as they are when every name and value
-// of the response is valid UTF-8, otherwise read as ISO-8859-1, each byte
-// one character ("caf\xe9" becomes "café"). One encoding is chosen per
-// response, as the Python worker's HTTP client reads headers
-// (docs/streams.md, blob_available). "" when absent.
+// of the response is valid UTF-8, otherwise each byte read as one
+// ISO-8859-1 character (docs/streams.md, blob_available). "" when absent.
 func (r *Result) HeaderText(name string) string {
 	if r == nil || r.Header == nil {
 		return ""

@@ -53,17 +53,16 @@ type GetOptions struct {
 	// Timeout bounds one whole attempt, all hops and pacing included; an
 	// attempt cut short fails with ErrDeadline and is retried. It can only
 	// shorten the fetcher's MaxFetchTime. Zero means DefaultGetTimeout; None
-	// leaves only the fetcher's MaxFetchTime. Each operation
-	// within an attempt is also bounded by the fetcher's DefaultTimeout.
+	// leaves only the fetcher's MaxFetchTime. Each operation within an
+	// attempt is also bounded by the fetcher's DefaultTimeout.
 	Timeout time.Duration
 	// Headers are extra request headers, e.g. authorization for a private
 	// feed. They pass guard.SanitizeHeaders (a refusal fails Get with
 	// guard.ErrInvalidOptions before anything is sent), names lower-cased,
 	// and override the defaults (user-agent, accept). If-None-Match and
 	// If-Modified-Since are ignored: they belong to Cache. Credentials
-	// (authorization, cookie) go to a hop only while every hop of the
-	// attempt so far is on the requested URL's origin; proxy-authorization
-	// is refused, like every proxy-* name, since the fetcher uses no proxy.
+	// follow Request.Headers' rule within each attempt; proxy-* names are
+	// refused, since the fetcher uses no proxy.
 	Headers map[string]string
 	// Cache, when set, makes the request conditional on the document cached
 	// for the URL and receives every document fetched with a final 200.
@@ -72,13 +71,10 @@ type GetOptions struct {
 	// Sink stores the body. Nil means a fresh in-memory sink for this Get,
 	// which lives as long as the returned Document.
 	Sink sink.Sink
-	// CheckURL, when set, is called before every request of every attempt:
-	// the URL asked for and each redirect target, after the fetcher's
-	// Options.CheckURL (both must pass). Its error refuses the hop before
-	// anything reaches it (no lookup, no pacing, no connection) and fails
-	// Get at once, never retried, with an error wrapping both
-	// ErrURLRefused and the hook's error. The hook sees a copy of the URL
-	// and the attempt's context. Nil means no check beyond the guard.
+	// CheckURL judges every hop of every attempt as Options.CheckURL does,
+	// after it (both must pass); a refusal fails Get at once, never
+	// retried. The hook sees a copy of the URL and the attempt's context.
+	// Nil means no check beyond the guard.
 	CheckURL func(ctx context.Context, u *url.URL) error
 }
 
@@ -86,19 +82,13 @@ type GetOptions struct {
 // conditional cache and kind detection. Every attempt is a full Fetch, so
 // the URL rules, the destination guard and pacing apply to every hop of
 // every attempt, and the fetcher's limits (size, redirects, timeouts) hold.
-// The worker never uses Get: it retries through the stream instead.
-//
-// Between attempts Get waits (a pacing wait as well) until ctx ends.
 //
 // An attempt that fails retryably (see Retryable) is retried up to
 // opts.Retries times, after a jittered backoff or, for a 429, the
-// response's Retry-After; both are capped at MaxGetWait. The two waits add
-// up: after that wait, the next attempt waits for its host's pacing window,
-// inside the attempt's Timeout. After a 429 or 503 the default pacer
-// (policy.Local) raises that window by up to 60 s above the floor, whatever
-// MaxGetWait says. To hold a host to Get's own cap, give the fetcher a
-// policy.Local with MaxEscalation: MaxGetWait; with MaxEscalation:
-// policy.None only Get's retry wait slows a refusing host down.
+// response's Retry-After, capped at MaxGetWait; then the attempt waits for
+// its host's pacing window, inside its Timeout. Both waits end with ctx.
+// A 429 or 503 escalates that window by up to 60 s whatever MaxGetWait
+// says (docs/politeness.md); policy.LocalOptions.MaxEscalation bounds it.
 //
 // With opts.Cache, the cached document's validators go on the first hop of
 // every attempt (never to a redirect target), and a 304 returns a copy of
@@ -106,9 +96,8 @@ type GetOptions struct {
 // of ours fails with a *StatusError.
 //
 // On failure Get returns the last attempt's error, wrapped with the number
-// of attempts when there were several; check it with errors.Is and
-// errors.As. Cancelling ctx stops Get at once with ctx.Err(), which is never
-// confused with a per-attempt timeout (ErrDeadline).
+// of attempts when there were several. Cancelling ctx stops Get at once
+// with ctx.Err(), never confused with a per-attempt timeout (ErrDeadline).
 func (f *Fetcher) Get(ctx context.Context, url string, opts GetOptions) (*Document, error) {
 	headers, err := f.getHeaders(opts.Headers)
 	if err != nil {
