@@ -34,7 +34,7 @@ func BenchmarkHandle(b *testing.B) {
 				w.Write(body[16:])
 			}))
 			handler := benchHandler(b)
-			cmd := command(origin.URLFor("origin.test", "/"))
+			cmd := fetchenv.Command(origin.URLFor("origin.test", "/"))
 			ctx := context.Background()
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
@@ -56,7 +56,7 @@ func BenchmarkHandle64MiBPeakHeap(b *testing.B) {
 	const size = 64 << 20
 	origin := testenv.StartOrigin(b, testenv.Body(size, true))
 	handler := benchHandler(b)
-	cmd := command(origin.URLFor("origin.test", "/"))
+	cmd := fetchenv.Command(origin.URLFor("origin.test", "/"))
 	var peak uint64
 	b.SetBytes(size)
 	b.ReportAllocs()

@@ -303,7 +303,7 @@ func TestHandleRefusedByCheckURL(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(h.Origin.Requests())
-			cmd := command(tt.url)
+			cmd := fetchenv.Command(tt.url)
 			out := h.Handle(t, cmd)
 			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonDestinationRefused {
 				t.Fatalf("outcome = %v/%q (%v), want permanent/destination_refused", out.Kind, out.Reason, out.Err)
@@ -313,7 +313,7 @@ func TestHandleRefusedByCheckURL(t *testing.T) {
 			}
 			want := &envelope.FetchFailed{SchemaVersion: 1, CommandID: "01JCMD", URL: cmd.URL, InfoSourceID: "source-7",
 				Reason: envelope.ReasonDestinationRefused, Terminal: true}
-			if diff := cmp.Diff(want, out.Fact, ignoreTimes); diff != "" {
+			if diff := cmp.Diff(want, out.Fact, fetchenv.IgnoreFactTimes); diff != "" {
 				t.Errorf("fact (-want +got):\n%s", diff)
 			}
 			var paths []string

@@ -124,7 +124,7 @@ func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
 			}
 		}},
 		{name: "Handler", fetch: func(t *testing.T, s setup, url string, headers map[string]string, retry bool) {
-			cmd := command(url)
+			cmd := fetchenv.Command(url)
 			cmd.Headers = headers
 			if retry {
 				// The worker retries through the stream: a second delivery

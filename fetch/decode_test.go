@@ -123,7 +123,7 @@ func TestHandleStoresDecodedBodies(t *testing.T) {
 					status = http.StatusOK
 				}
 				h := fetchenv.New(t, encodedOrigin(tt.body, status, tt.header...), fetchenv.Options{})
-				cmd := command(h.URL("origin.test", "/doc"))
+				cmd := fetchenv.Command(h.URL("origin.test", "/doc"))
 				wantAE := "gzip"
 				if ae != "" {
 					cmd.Headers = map[string]string{"Accept-Encoding": ae}
@@ -134,11 +134,11 @@ func TestHandleStoresDecodedBodies(t *testing.T) {
 					t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 				}
 				fact := out.Fact.(*envelope.BlobAvailable)
-				if got := stored(t, h.Sink, fact.ContentFingerprint); !bytes.Equal(got, tt.want) {
+				if got := fetchenv.Stored(t, h.Sink, fact.ContentFingerprint); !bytes.Equal(got, tt.want) {
 					t.Errorf("stored %d bytes %.20q…, want %d bytes %.20q…", len(got), got, len(tt.want), tt.want)
 				}
-				if fact.ContentFingerprint != sha(tt.want) || fact.SizeBytes != int64(len(tt.want)) {
-					t.Errorf("fact announces %s, %d bytes; want %s, %d", fact.ContentFingerprint, fact.SizeBytes, sha(tt.want), len(tt.want))
+				if fact.ContentFingerprint != fetchenv.SHA(tt.want) || fact.SizeBytes != int64(len(tt.want)) {
+					t.Errorf("fact announces %s, %d bytes; want %s, %d", fact.ContentFingerprint, fact.SizeBytes, fetchenv.SHA(tt.want), len(tt.want))
 				}
 				if mt, _ := h.Sink.MediaType(fact.ContentFingerprint); mt != "text/plain" || fact.MediaType != mt {
 					t.Errorf("sink recorded media type %q, fact announces %q; want text/plain for both", mt, fact.MediaType)
@@ -159,7 +159,7 @@ func TestHandleStoresDecodedBodies(t *testing.T) {
 // is no gzip stream.
 func TestHandleRangeIsNotOfferedGzip(t *testing.T) {
 	h := fetchenv.New(t, encodedOrigin([]byte("part"), http.StatusPartialContent), fetchenv.Options{})
-	cmd := command(h.URL("origin.test", "/doc"))
+	cmd := fetchenv.Command(h.URL("origin.test", "/doc"))
 	cmd.Headers = map[string]string{"Range": "bytes=0-3"}
 	if out := h.Handle(t, cmd); out.Kind != contentfetch.Stored {
 		t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
@@ -210,7 +210,7 @@ func TestHandleDecodedSizeLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := fetchenv.New(t, tt.handler, fetchenv.Options{Fetch: fetch.Options{MaxBodyBytes: limit}})
-			out := h.Handle(t, command(h.URL("origin.test", "/doc")))
+			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/doc")))
 			if out.Kind != tt.wantKind {
 				t.Fatalf("kind = %v (%v), want %v", out.Kind, out.Err, tt.wantKind)
 			}
@@ -258,7 +258,7 @@ func TestHandleCorruptEncoding(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := fetchenv.New(t, encodedOrigin(tt.body, 200, tt.coding), fetchenv.Options{})
-			out := h.Handle(t, command(h.URL("origin.test", "/doc")))
+			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/doc")))
 			if out.Kind != contentfetch.Transient {
 				t.Fatalf("kind = %v (%v), want transient", out.Kind, out.Err)
 			}
@@ -271,7 +271,7 @@ func TestHandleCorruptEncoding(t *testing.T) {
 			if n := h.Sink.Len(); n != 0 {
 				t.Errorf("sink holds %d blobs, want none", n)
 			}
-			if _, err := h.Sink.Open(t.Context(), sha(tt.body)); !errors.Is(err, sink.ErrNotFound) {
+			if _, err := h.Sink.Open(t.Context(), fetchenv.SHA(tt.body)); !errors.Is(err, sink.ErrNotFound) {
 				t.Errorf("the encoded bytes were stored (Open err = %v)", err)
 			}
 		})

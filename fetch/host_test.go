@@ -33,7 +33,7 @@ func TestHostsAreJudgedAsDialed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(h.Origin.Requests())
-			out := h.Handle(t, command(tt.url))
+			out := h.Handle(t, fetchenv.Command(tt.url))
 			if out.Kind != tt.wantKind || out.Reason != tt.wantReason {
 				t.Fatalf("outcome = %v/%q (%v), want %v/%q", out.Kind, out.Reason, out.Err, tt.wantKind, tt.wantReason)
 			}
@@ -55,7 +55,7 @@ func TestSpellingsOfOneHostShareItsPace(t *testing.T) {
 		"http://XN--BCHER-KVA.test.:" + port + "/2",
 		"http://Bücher.TEST.:" + port + "/3",
 	} {
-		out := h.Handle(t, command(url))
+		out := h.Handle(t, fetchenv.Command(url))
 		want := contentfetch.Transient
 		if i == 0 {
 			want = contentfetch.Stored

@@ -32,7 +32,7 @@ func TestUserinfoIsNeverShown(t *testing.T) {
 	for _, userinfo := range []string{"tok3n-value", "reader:pa55-value"} {
 		for _, target := range []string{h.URL("origin.test", "/missing"), h.URL("origin.test", "/loop"), refused} {
 			raw := strings.Replace(target, "http://", "http://"+userinfo+"@", 1)
-			out := h.Handle(t, command(raw))
+			out := h.Handle(t, fetchenv.Command(raw))
 			shown := []string{}
 			if out.Err != nil {
 				shown = append(shown, out.Err.Error())

@@ -28,7 +28,7 @@ func TestEachHopIsPacedAgainstItsOwnHost(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, host := range []string{"a.test", "b.test"} {
 		wg.Go(func() {
-			if out := h.Handle(t, command(h.URL(host, "/start"))); out.Kind != contentfetch.Stored {
+			if out := h.Handle(t, fetchenv.Command(h.URL(host, "/start"))); out.Kind != contentfetch.Stored {
 				t.Errorf("%s: kind = %v (%v)", host, out.Kind, out.Err)
 			}
 		})
@@ -52,10 +52,10 @@ func TestEachHopIsPacedAgainstItsOwnHost(t *testing.T) {
 // a long pacing wait without sending anything.
 func TestParkedWhenTheWindowIsLongerThanMaxWait(t *testing.T) {
 	h := fetchenv.New(t, testenv.Status(200, nil, "ok"), fetchenv.Options{Interval: time.Hour, MaxWait: 50 * time.Millisecond})
-	if out := h.Handle(t, command(h.URL("origin.test", "/"))); out.Kind != contentfetch.Stored {
+	if out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/"))); out.Kind != contentfetch.Stored {
 		t.Fatalf("first: kind = %v (%v)", out.Kind, out.Err)
 	}
-	out := h.Handle(t, command(h.URL("origin.test", "/")))
+	out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/")))
 	if out.Kind != contentfetch.Transient || out.Park == nil {
 		t.Fatalf("second: kind = %v park = %v (%v), want transient with Park", out.Kind, out.Park, out.Err)
 	}
@@ -72,9 +72,9 @@ func TestParkedWhenTheWindowIsLongerThanMaxWait(t *testing.T) {
 func TestStopCutsPacingShort(t *testing.T) {
 	stop := make(chan struct{})
 	h := fetchenv.New(t, testenv.Status(200, nil, "ok"), fetchenv.Options{Interval: time.Hour, Stop: stop})
-	h.Handle(t, command(h.URL("origin.test", "/")))
+	h.Handle(t, fetchenv.Command(h.URL("origin.test", "/")))
 	time.AfterFunc(50*time.Millisecond, func() { close(stop) })
-	out := h.Handle(t, command(h.URL("origin.test", "/")))
+	out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/")))
 	if out.Kind != contentfetch.Transient {
 		t.Fatalf("kind = %v (%v), want transient", out.Kind, out.Err)
 	}

@@ -573,7 +573,7 @@ func TestGetDocument(t *testing.T) {
 		t.Errorf("document (-want +got):\n%s", diff)
 	}
 	const body = `{"version": "https://jsonfeed.org/version/1.1", "items": []}`
-	if got := fetchenv.ReadDoc(t, doc); got != body || doc.Blob.Fingerprint != sha([]byte(body)) || doc.Blob.Size != int64(len(body)) {
+	if got := fetchenv.ReadDoc(t, doc); got != body || doc.Blob.Fingerprint != fetchenv.SHA([]byte(body)) || doc.Blob.Size != int64(len(body)) {
 		t.Errorf("body = %q, blob = %+v", got, doc.Blob)
 	}
 }

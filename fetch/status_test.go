@@ -18,7 +18,7 @@ func TestStatusesOutsideTheClasses(t *testing.T) {
 	for _, status := range []int{418, 451, 499, 600, 799, 999} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			h := fetchenv.New(t, testenv.Status(status, nil, "body"), fetchenv.Options{})
-			out := h.Handle(t, command(h.URL("origin.test", "/")))
+			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/")))
 			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonHTTPStatus || out.StatusCode != status {
 				t.Fatalf("outcome = %v/%q status %d (%v), want permanent http_status %d", out.Kind, out.Reason, out.StatusCode, out.Err, status)
 			}

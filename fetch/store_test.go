@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/fetch"
@@ -69,8 +68,8 @@ func TestHandleStoreRefusedForGood(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
 			refuse.Store(int64(tt.status))
-			cmd := command(origin.URLFor("origin.test", fmt.Sprintf("/doc/%d", tt.status)))
-			out := h.Handle(specCtx(t, 30*time.Second), cmd, nil)
+			cmd := fetchenv.Command(origin.URLFor("origin.test", fmt.Sprintf("/doc/%d", tt.status)))
+			out := h.Handle(fetchenv.Ctx(t), cmd, nil)
 			if out.Kind != tt.wantKind {
 				t.Fatalf("kind = %v (%v), want %v", out.Kind, out.Err, tt.wantKind)
 			}

@@ -53,7 +53,7 @@ func TestTimeoutBoundsEachOperation(t *testing.T) {
 			t.Cleanup(f.Close)
 			h := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: f, Sink: memory.New(memory.Options{TTL: time.Hour}), Logger: fetchenv.Quiet})
 			_, port, _ := net.SplitHostPort(origin.Listener.Addr().String())
-			cmd := command("https://example.com:" + port + "/")
+			cmd := fetchenv.Command("https://example.com:" + port + "/")
 			cmd.TimeoutSeconds = &tt.timeout
 
 			out := h.Handle(t.Context(), cmd, nil)

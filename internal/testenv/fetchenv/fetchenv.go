@@ -6,6 +6,8 @@ package fetchenv
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,12 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/memory"
 )
 
@@ -167,4 +172,44 @@ const AtomFeed = `<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.
 // body.
 func Served(contentType, body string) http.Handler {
 	return testenv.Status(200, map[string]string{"Content-Type": contentType}, body)
+}
+
+// Command is a content_fetch command for url, as the tests' issuer sends
+// it: no headers, no timeout.
+func Command(url string) *envelope.ContentFetch {
+	return &envelope.ContentFetch{
+		SchemaVersion: envelope.SchemaVersion,
+		OccurredAt:    time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC),
+		CommandID:     "01JCMD",
+		URL:           url,
+		InfoSourceID:  "source-7",
+	}
+}
+
+// Stored returns the bytes a sink holds for a fingerprint.
+func Stored(t *testing.T, s sink.Sink, fingerprint string) []byte {
+	t.Helper()
+	rc, err := s.Open(context.Background(), fingerprint)
+	if err != nil {
+		t.Fatalf("open %s: %v", fingerprint, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// SHA is the lowercase hex sha256 of b: a blob's fingerprint.
+func SHA(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// IgnoreFactTimes compares facts without the times a run stamps on them
+// (and a fetch_failed's free-text detail).
+var IgnoreFactTimes = cmp.Options{
+	cmpopts.IgnoreFields(envelope.BlobAvailable{}, "OccurredAt", "FetchedAt", "BlobExpiresAt"),
+	cmpopts.IgnoreFields(envelope.FetchFailed{}, "OccurredAt", "Detail"),
 }

@@ -1,4 +1,4 @@
-package fetch_test
+package contentfetch_test
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
@@ -22,11 +21,6 @@ import (
 	"github.com/replicator-go/replicator/sink"
 )
 
-var ignoreTimes = cmp.Options{
-	cmpopts.IgnoreFields(envelope.BlobAvailable{}, "OccurredAt", "FetchedAt", "BlobExpiresAt"),
-	cmpopts.IgnoreFields(envelope.FetchFailed{}, "OccurredAt", "Detail"),
-}
-
 func TestHandleStoresBodyAndPublishesEnrichedFact(t *testing.T) {
 	body := []byte("<html>hello</html>")
 	h := fetchenv.New(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -36,15 +30,15 @@ func TestHandleStoresBodyAndPublishesEnrichedFact(t *testing.T) {
 		w.Write(body)
 	}), fetchenv.Options{})
 	before := time.Now()
-	cmd := command(h.URL("origin.test", "/page"))
+	cmd := fetchenv.Command(h.URL("origin.test", "/page"))
 	out := h.Handle(t, cmd)
 	if out.Kind != contentfetch.Stored {
 		t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 	}
 	want := &envelope.BlobAvailable{
 		SchemaVersion:      1,
-		ContentFingerprint: sha(body),
-		BlobURI:            "mem://" + sha(body),
+		ContentFingerprint: fetchenv.SHA(body),
+		BlobURI:            "mem://" + fetchenv.SHA(body),
 		SizeBytes:          int64(len(body)),
 		MediaType:          "text/html",
 		URL:                cmd.URL,
@@ -57,7 +51,7 @@ func TestHandleStoresBodyAndPublishesEnrichedFact(t *testing.T) {
 		LastModified:       envelope.Ptr("Sun, 29 Nov 2026 23:18:58 GMT"),
 	}
 	got := out.Fact.(*envelope.BlobAvailable)
-	if diff := cmp.Diff(want, got, ignoreTimes); diff != "" {
+	if diff := cmp.Diff(want, got, fetchenv.IgnoreFactTimes); diff != "" {
 		t.Errorf("fact mismatch (-want +got):\n%s", diff)
 	}
 	if got.FetchedAt == nil || got.FetchedAt.Before(before) {
@@ -66,7 +60,7 @@ func TestHandleStoresBodyAndPublishesEnrichedFact(t *testing.T) {
 	if got.BlobExpiresAt == nil || got.BlobExpiresAt.After(time.Now().Add(time.Hour)) {
 		t.Errorf("blob_expires_at = %v, want at most now+TTL", got.BlobExpiresAt)
 	}
-	if !bytes.Equal(stored(t, h.Sink, got.ContentFingerprint), body) {
+	if !bytes.Equal(fetchenv.Stored(t, h.Sink, got.ContentFingerprint), body) {
 		t.Error("stored bytes differ from the body served")
 	}
 }
@@ -102,7 +96,7 @@ func TestHandleStatusClasses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := fetchenv.New(t, testenv.Status(tt.status, tt.header, "body"), fetchenv.Options{})
-			cmd := command(h.URL("origin.test", "/"))
+			cmd := fetchenv.Command(h.URL("origin.test", "/"))
 			out := h.Handle(t, cmd)
 			if out.Kind != tt.wantKind || out.Reason != tt.wantReason {
 				t.Fatalf("outcome = %v/%q (%v), want %v/%q", out.Kind, out.Reason, out.Err, tt.wantKind, tt.wantReason)
@@ -114,7 +108,7 @@ func TestHandleStatusClasses(t *testing.T) {
 			case contentfetch.Permanent, contentfetch.NotModified:
 				want := &envelope.FetchFailed{SchemaVersion: 1, CommandID: "01JCMD", URL: cmd.URL, InfoSourceID: "source-7",
 					Reason: tt.wantReason, Terminal: true, StatusCode: envelope.Ptr(tt.status)}
-				if diff := cmp.Diff(want, out.Fact, ignoreTimes); diff != "" {
+				if diff := cmp.Diff(want, out.Fact, fetchenv.IgnoreFactTimes); diff != "" {
 					t.Errorf("fact mismatch (-want +got):\n%s", diff)
 				}
 			case contentfetch.Transient:
@@ -171,7 +165,7 @@ func TestHandleRefusesBadRequestOptionsBeforeAnyRequest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := command(h.URL("origin.test", "/"))
+			cmd := fetchenv.Command(h.URL("origin.test", "/"))
 			cmd.Headers, cmd.TimeoutSeconds = tt.headers, tt.timeout
 			out := h.Handle(t, cmd)
 			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonInvalidRequestOptions {
@@ -191,7 +185,7 @@ func TestHandleRefusesUnfetchableURLs(t *testing.T) {
 	h := fetchenv.New(t, testenv.Status(200, nil, "never"), fetchenv.Options{})
 	for _, raw := range []string{"ftp://origin.test/x", "file:///etc/passwd", "http:///nohost", "mailto:a@b.test", "not a url at all", "http://[::1", "javascript:alert(1)", ""} {
 		t.Run(raw, func(t *testing.T) {
-			out := h.Handle(t, command(raw))
+			out := h.Handle(t, fetchenv.Command(raw))
 			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonNotFetchable {
 				t.Fatalf("outcome = %v/%q (%v), want permanent/not_fetchable", out.Kind, out.Reason, out.Err)
 			}
@@ -222,7 +216,7 @@ func TestHandleRefusesDeniedDestinations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out := tt.handler.Handle(t.Context(), command(tt.url), nil)
+			out := tt.handler.Handle(t.Context(), fetchenv.Command(tt.url), nil)
 			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonDestinationRefused {
 				t.Fatalf("outcome = %v/%q (%v), want permanent/destination_refused", out.Kind, out.Reason, out.Err)
 			}
@@ -274,7 +268,7 @@ func TestHandleRedirects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := h.Origin.Count()
-			out := h.Handle(t, command(h.URL("origin.test", tt.path)))
+			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", tt.path)))
 			if out.Kind != tt.wantKind || out.Reason != tt.wantReason || out.StatusCode != tt.wantStatus {
 				t.Fatalf("outcome = %v/%q/%d (%v), want %v/%q/%d", out.Kind, out.Reason, out.StatusCode, out.Err, tt.wantKind, tt.wantReason, tt.wantStatus)
 			}
@@ -310,7 +304,7 @@ func TestHandleSizeLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
-			out := h.Handle(t, command(h.URL("origin.test", tt.path)))
+			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", tt.path)))
 			if out.Kind != tt.wantKind {
 				t.Fatalf("kind = %v (%v), want %v", out.Kind, out.Err, tt.wantKind)
 			}
@@ -322,7 +316,7 @@ func TestHandleSizeLimit(t *testing.T) {
 		})
 	}
 	// Only the exact-size body is stored.
-	if _, err := h.Sink.Open(t.Context(), sha(bytes.Repeat([]byte("x"), limit+1))); !errors.Is(err, sink.ErrNotFound) {
+	if _, err := h.Sink.Open(t.Context(), fetchenv.SHA(bytes.Repeat([]byte("x"), limit+1))); !errors.Is(err, sink.ErrNotFound) {
 		t.Errorf("an over-limit body was stored (Open err = %v)", err)
 	}
 }
@@ -331,11 +325,11 @@ func TestHandleDecompression(t *testing.T) {
 	body := bytes.Repeat([]byte("feed "), 1000)
 	h := fetchenv.New(t, testenv.Gzipped(body), fetchenv.Options{})
 	t.Run("decoded when the worker asked for gzip", func(t *testing.T) {
-		out := h.Handle(t, command(h.URL("origin.test", "/")))
+		out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/")))
 		if out.Kind != contentfetch.Stored {
 			t.Fatalf("kind = %v (%v)", out.Kind, out.Err)
 		}
-		if got := stored(t, h.Sink, out.Fact.(*envelope.BlobAvailable).ContentFingerprint); !bytes.Equal(got, body) {
+		if got := fetchenv.Stored(t, h.Sink, out.Fact.(*envelope.BlobAvailable).ContentFingerprint); !bytes.Equal(got, body) {
 			t.Errorf("stored %d bytes, want the %d decoded bytes", len(got), len(body))
 		}
 		if ae := h.Origin.Requests()[0].Header.Get("Accept-Encoding"); ae != "gzip" {
@@ -343,13 +337,13 @@ func TestHandleDecompression(t *testing.T) {
 		}
 	})
 	t.Run("decoded too when the issuer set accept-encoding", func(t *testing.T) {
-		cmd := command(h.URL("origin.test", "/"))
+		cmd := fetchenv.Command(h.URL("origin.test", "/"))
 		cmd.Headers = map[string]string{"Accept-Encoding": "gzip"}
 		out := h.Handle(t, cmd)
 		if out.Kind != contentfetch.Stored {
 			t.Fatalf("kind = %v (%v)", out.Kind, out.Err)
 		}
-		if got := stored(t, h.Sink, out.Fact.(*envelope.BlobAvailable).ContentFingerprint); !bytes.Equal(got, body) {
+		if got := fetchenv.Stored(t, h.Sink, out.Fact.(*envelope.BlobAvailable).ContentFingerprint); !bytes.Equal(got, body) {
 			t.Errorf("stored %d bytes, want the %d decoded bytes", len(got), len(body))
 		}
 	})
@@ -373,7 +367,7 @@ func TestHandleTimeouts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := command(h.URL("origin.test", tt.path))
+			cmd := fetchenv.Command(h.URL("origin.test", tt.path))
 			cmd.TimeoutSeconds = &tt.timeout
 			start := time.Now()
 			out := h.Handle(t, cmd)
@@ -400,7 +394,7 @@ func TestHandleMalformedResponses(t *testing.T) {
 
 	for _, path := range []string{"/bad-chunked", "/garbage"} {
 		t.Run(path, func(t *testing.T) {
-			out := h.Handle(t, command(h.URL("origin.test", path)))
+			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", path)))
 			if out.Kind != contentfetch.Transient {
 				t.Fatalf("kind = %v (%v), want transient", out.Kind, out.Err)
 			}
@@ -421,7 +415,7 @@ func TestHandleMalformedResponses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
-			out := h.Handle(t, command(h.URL("origin.test", tt.path)))
+			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", tt.path)))
 			if out.Kind != contentfetch.Stored {
 				t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 			}
@@ -442,14 +436,14 @@ func TestHandleMalformedResponses(t *testing.T) {
 func TestHandleHeadersOnTheWire(t *testing.T) {
 	h := fetchenv.New(t, testenv.Status(200, nil, "ok"), fetchenv.Options{})
 	t.Run("default user-agent", func(t *testing.T) {
-		h.Handle(t, command(h.URL("origin.test", "/")))
+		h.Handle(t, fetchenv.Command(h.URL("origin.test", "/")))
 		got := h.Origin.Requests()
 		if ua := got[len(got)-1].Header.Values("User-Agent"); len(ua) != 1 || ua[0] != fetch.DefaultUserAgent {
 			t.Errorf("User-Agent lines = %q, want one default", ua)
 		}
 	})
 	t.Run("issuer wins with one line", func(t *testing.T) {
-		cmd := command(h.URL("origin.test", "/"))
+		cmd := fetchenv.Command(h.URL("origin.test", "/"))
 		cmd.Headers = map[string]string{"User-Agent": "  issuer/1.0 ", "X-Trace": "abc"}
 		if out := h.Handle(t, cmd); out.Kind != contentfetch.Stored {
 			t.Fatalf("kind = %v (%v)", out.Kind, out.Err)

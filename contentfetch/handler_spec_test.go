@@ -1,4 +1,4 @@
-package fetch_test
+package contentfetch_test
 
 import (
 	"bufio"
@@ -59,7 +59,7 @@ func TestHandleRefusesDeclaredLengthBeforeReading(t *testing.T) {
 			})
 			spy := &putSpy{Sink: memory.New(memory.Options{TTL: time.Hour})}
 			h := specHandler(t, fetch.Options{MaxBodyBytes: tt.limit, DefaultTimeout: 30 * time.Second, MaxFetchTime: 60 * time.Second}, spy)
-			cmd := command(origin.url("origin.test", "/huge"))
+			cmd := fetchenv.Command(origin.url("origin.test", "/huge"))
 
 			// The caller's deadline is shorter than the operation timeout only so
 			// that a fetcher which reads on fails in 10 s rather than 30.
@@ -99,7 +99,7 @@ func TestHandleRefusesDeclaredLengthBeforeReading(t *testing.T) {
 // most contentfetch.MaxDetailLength bytes and valid UTF-8, also when the bound
 // falls inside a multi-byte character, and it keeps the start of the text.
 func TestFailedFactDetailIsBounded(t *testing.T) {
-	cmd := command("http://origin.test/")
+	cmd := fetchenv.Command("http://origin.test/")
 	at := time.Date(2026, 11, 30, 0, 0, 1, 0, time.UTC)
 	var tests []struct {
 		name   string
@@ -154,7 +154,7 @@ func TestFailedFactDetailIsBounded(t *testing.T) {
 	// a 404 for a very long URL names that URL in its detail.
 	t.Run("through the handler", func(t *testing.T) {
 		h := fetchenv.New(t, testenv.Status(http.StatusNotFound, nil, "gone"), fetchenv.Options{})
-		out := h.Handle(t, command(h.URL("origin.test", "/"+strings.Repeat("p", 8*contentfetch.MaxDetailLength))))
+		out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/"+strings.Repeat("p", 8*contentfetch.MaxDetailLength))))
 		fact, ok := out.Fact.(*envelope.FetchFailed)
 		if out.Kind != contentfetch.Permanent || !ok {
 			t.Fatalf("outcome = %v (%v), want permanent with a fact", out.Kind, out.Err)
@@ -187,7 +187,7 @@ func TestHandleFetchedAtIsWhenTheBodyEnded(t *testing.T) {
 	handler := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: h.Fetcher, Sink: spy, Logger: fetchenv.Quiet})
 
 	start := time.Now().Round(0) // wall clock, as the fact's times are
-	out := handler.Handle(specCtx(t, 30*time.Second), command(h.URL("origin.test", "/slow")), nil)
+	out := handler.Handle(specCtx(t, 30*time.Second), fetchenv.Command(h.URL("origin.test", "/slow")), nil)
 	if out.Kind != contentfetch.Stored {
 		t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 	}
@@ -243,7 +243,7 @@ func TestHandleNetworkErrorsAreTransient(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out := h.Handle(t, command(tt.url))
+			out := h.Handle(t, fetchenv.Command(tt.url))
 			if out.Kind != contentfetch.Transient {
 				t.Fatalf("outcome = %v/%q (%v), want transient", out.Kind, out.Reason, out.Err)
 			}
@@ -313,7 +313,7 @@ func TestHandleDefaultHeadersOnTheWire(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(origin.requests())
-			cmd := command(origin.url("origin.test", "/feed"))
+			cmd := fetchenv.Command(origin.url("origin.test", "/feed"))
 			cmd.Headers = tt.headers
 			out := h.Handle(specCtx(t, 30*time.Second), cmd, nil)
 			if out.Kind != contentfetch.Stored {
@@ -331,13 +331,13 @@ func TestHandleDefaultHeadersOnTheWire(t *testing.T) {
 				t.Errorf("Accept-Encoding lines on the wire = %q, want exactly [%q]\n%s", got, tt.wantAE, head)
 			}
 			fact := out.Fact.(*envelope.BlobAvailable)
-			if got := stored(t, mem, fact.ContentFingerprint); !bytes.Equal(got, tt.wantStored) {
+			if got := fetchenv.Stored(t, mem, fact.ContentFingerprint); !bytes.Equal(got, tt.wantStored) {
 				t.Errorf("stored %d bytes, want the %d bytes %s", len(got), len(tt.wantStored), tt.description)
 			}
 			if fact.SizeBytes != int64(len(tt.wantStored)) {
 				t.Errorf("size_bytes = %d, want %d (%s)", fact.SizeBytes, len(tt.wantStored), tt.description)
 			}
-			if fact.ContentFingerprint != sha(tt.wantStored) {
+			if fact.ContentFingerprint != fetchenv.SHA(tt.wantStored) {
 				t.Errorf("content_fingerprint = %s, want the sha256 of the bytes %s", fact.ContentFingerprint, tt.description)
 			}
 		})
@@ -580,7 +580,7 @@ func TestRequestLineAndHost(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(origin.requests())
-			if out := h.Handle(specCtx(t, 30*time.Second), command(tt.url), nil); out.Kind != contentfetch.Stored {
+			if out := h.Handle(specCtx(t, 30*time.Second), fetchenv.Command(tt.url), nil); out.Kind != contentfetch.Stored {
 				t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
 			}
 			heads := origin.requests()
