@@ -39,10 +39,11 @@ const (
 	DrainMargin = 10 * time.Second
 )
 
-// ErrBrokerUnavailable is returned by Worker.Run after
-// MaxConsecutiveFailures consecutive failed cycles (reads, claims, acks or
-// writes failing), so the process exits non-zero and a supervisor restarts
-// it. The error wraps the last failure as detail.
+// ErrBrokerUnavailable is returned by Worker.Run once Redis has kept
+// failing its cycles (reads, claims, acks or writes failing) for the outage
+// limit (see Options.MaxConsecutiveFailures), so the process exits non-zero
+// and a supervisor restarts it. The error names the stream and the
+// operation whose failure began the outage, and wraps that failure.
 var ErrBrokerUnavailable = consume.ErrBrokerUnavailable
 
 // DefaultConsumer returns the default consumer name, "replicator@<hostname>".
@@ -99,8 +100,11 @@ type Options struct {
 	// BackoffBase doubling up to BackoffMax. Defaults 1 s and 30 s.
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
-	// MaxConsecutiveFailures is how many consecutive failed cycles make Run
-	// return ErrBrokerUnavailable. Default 20.
+	// MaxConsecutiveFailures sizes the outage limit: Run returns
+	// ErrBrokerUnavailable once Redis has kept failing for the back-offs
+	// between this many failed cycles in a row, however long each attempt
+	// waits (451 s at the defaults: 1+2+4+8+16 s, then 14 × 30 s).
+	// Default 20.
 	MaxConsecutiveFailures int
 	// DedupeTTL is how long a handled command_id is remembered. Rounded up
 	// to whole seconds. Default 24 h.
@@ -247,8 +251,8 @@ func (w *Worker) HealthyAt(now time.Time) bool { return w.loop.HealthyAt(now) }
 // reading, leaves parked and waiting commands pending, lets in-flight
 // fetches finish for up to DrainTimeout (cancelling the rest, which stay
 // pending) and returns nil. It returns an error wrapping
-// ErrBrokerUnavailable after MaxConsecutiveFailures consecutive failed
-// cycles, having cancelled in-flight fetches.
+// ErrBrokerUnavailable once Redis has kept failing for the outage limit,
+// having cancelled in-flight fetches.
 func (w *Worker) Run(ctx context.Context) error {
 	w.o.Logger.InfoContext(ctx, "worker starting", "stream", w.o.Stream, "group", w.o.Group, "consumer", w.o.Consumer,
 		"concurrency", w.o.Concurrency, "max_held", w.o.MaxHeld, "max_held_per_host", w.o.MaxHeldPerHost)

@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"log/slog"
+	"math"
 	"os"
 	"time"
 )
@@ -70,8 +71,9 @@ type Options struct {
 	// cycles: BackoffBase doubling up to BackoffMax. Defaults 1 s and 30 s.
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
-	// MaxConsecutiveFailures is how many failed cycles in a row make Run
-	// return ErrBrokerUnavailable. Default 20.
+	// MaxConsecutiveFailures sizes how long Redis may keep failing before
+	// Run returns ErrBrokerUnavailable: the back-offs between this many
+	// failed cycles in a row (see OutageLimit). Default 20.
 	MaxConsecutiveFailures int
 	// DedupeTTL is how long a handled command_id is remembered, rounded up
 	// to whole seconds. Default 24 h.
@@ -87,6 +89,42 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics counts what the loop does. Nil means no metrics.
 	Metrics *Metrics
+}
+
+// OutageLimit is how long a loop's cycles may keep failing before Run
+// returns ErrBrokerUnavailable: the sum of the back-offs between
+// MaxConsecutiveFailures failed cycles in a row (BackoffBase doubling up to
+// BackoffMax), that is, how long that many cycles take when each fails at
+// once. A cycle that waits out a timeout does not stretch it: Run gives up
+// once the outage has lasted this long, however few cycles failed. Zero
+// fields take their defaults; 451 s at the defaults (1+2+4+8+16 s, then
+// 14 × 30 s).
+func (o Options) OutageLimit() time.Duration {
+	o = o.withDefaults()
+	var sum time.Duration
+	for k := 1; k < o.MaxConsecutiveFailures; k++ {
+		d := o.backoff(k)
+		if d == o.BackoffMax {
+			// Every later back-off is the longest: add them at once,
+			// saturating rather than overflowing.
+			n := time.Duration(o.MaxConsecutiveFailures - k)
+			if n > (math.MaxInt64-sum)/d {
+				return math.MaxInt64
+			}
+			return sum + n*d
+		}
+		sum += d
+	}
+	return sum
+}
+
+// backoff is BackoffBase × 2^(failures-1), capped at BackoffMax.
+func (o *Options) backoff(failures int) time.Duration {
+	d := o.BackoffBase
+	for i := 1; i < failures && d < o.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, o.BackoffMax)
 }
 
 // clock is the package's one seam for time; tests replace it.
