@@ -8,6 +8,7 @@ package loop
 
 import (
 	"log/slog"
+	"math"
 	"os"
 	"time"
 
@@ -65,8 +66,10 @@ type Config struct {
 	// Defaults 1 s and 30 s.
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
-	// MaxConsecutiveFailures is how many consecutive failed cycles make a
-	// loop give up (so a supervisor restarts the process). Default 20.
+	// MaxConsecutiveFailures sizes the outage limit (OutageLimit): a loop
+	// gives up, so a supervisor restarts the process, once Redis has kept
+	// failing for the back-offs between this many failed cycles in a row,
+	// however long each attempt waits. Default 20.
 	MaxConsecutiveFailures int
 	// DedupeTTL is how long a handled command_id is remembered, rounded up
 	// to whole seconds. Default 24 h.
@@ -96,6 +99,44 @@ func (c Config) WithDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// OutageLimit is how long Redis may keep failing before a loop gives up:
+// the sum of the back-offs between MaxConsecutiveFailures failed cycles in
+// a row (BackoffBase doubling up to BackoffMax), that is, how long that
+// many cycles take when each fails at once. A cycle that waits out a
+// timeout does not stretch it. Zero fields take their defaults; 451 s at
+// the defaults (1+2+4+8+16 s, then 14 × 30 s).
+func (c Config) OutageLimit() time.Duration {
+	c = c.WithDefaults()
+	var sum time.Duration
+	for k := 1; k < c.MaxConsecutiveFailures; k++ {
+		d := c.Backoff(k)
+		if d == c.BackoffMax {
+			// Every later back-off is the longest: add them at once,
+			// saturating rather than overflowing.
+			n := time.Duration(c.MaxConsecutiveFailures - k)
+			if n > (math.MaxInt64-sum)/d {
+				return math.MaxInt64
+			}
+			return sum + n*d
+		}
+		sum += d
+	}
+	return sum
+}
+
+// Backoff is the wait after the given number of consecutive failed cycles:
+// BackoffBase × 2^(failures-1), capped at BackoffMax. Zero fields take
+// their defaults.
+func (c Config) Backoff(failures int) time.Duration {
+	c.BackoffBase = positiveOr(c.BackoffBase, DefaultBackoffBase)
+	c.BackoffMax = max(positiveOr(c.BackoffMax, DefaultBackoffMax), c.BackoffBase)
+	d := c.BackoffBase
+	for i := 1; i < failures && d < c.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, c.BackoffMax)
 }
 
 func positiveOr[T int | time.Duration](v, def T) T {

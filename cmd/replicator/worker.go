@@ -52,7 +52,9 @@ REPLICATOR_BLOB_BUCKET=, REPLICATOR_ALLOW_CIDRS=, REPLICATOR_METRICS_ADDR=
 and REPLICATOR_RESOLVE= take their defaults. Any invalid value stops the
 start (exit 2) naming the variable. Logs are JSON on stderr. SIGTERM or
 SIGINT stops reading, lets in-flight fetches finish and exits 0; a broker
-that keeps failing makes it exit 1 so a supervisor restarts it.`
+that keeps failing for the outage limit (the back-offs of
+REPLICATOR_MAX_CONSECUTIVE_CYCLE_FAILURES failed cycles, logged at start-up)
+makes it exit 1 so a supervisor restarts it.`
 
 // healthTimeout bounds the Redis PING behind /healthz.
 const healthTimeout = time.Second
@@ -123,9 +125,9 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		"min_host_interval_seconds", cfg.MinHostInterval.Seconds(),
 		"allow_cidrs", fmt.Sprint(cfg.AllowCIDRs),
 		"metrics_addr", cfg.MetricsAddr,
-		// How long a broker outage is absorbed before the process exits; a
+		// How long Redis may keep failing before the process exits 1; a
 		// supervisor's restart limits are sized against it.
-		"worst_case_outage_seconds", float64(cfg.MaxConsecutiveCycleFailures)*cfg.ErrorBackoffMax.Seconds(),
+		"outage_limit_seconds", cfg.loop(nil, nil).OutageLimit().Seconds(),
 	)
 	if cfg.Resolve != "" {
 		log.Warn("REPLICATOR_RESOLVE overrides DNS for some hosts; it is meant for tests and development", "resolve", cfg.Resolve)

@@ -237,8 +237,17 @@ func TestWorkerExitsWhenTheBrokerIsGone(t *testing.T) {
 	if code := w.wait(t, 60*time.Second); code != 1 {
 		t.Errorf("worker exited %d once the broker was gone, want 1", code)
 	}
-	if !strings.Contains(w.stderr.String(), "worker failed") {
-		t.Errorf("the worker did not log why it exited:\n%s", tail(w.stderr.String(), 3000))
+	logs := w.stderr.String()
+	if !strings.Contains(logs, "worker failed") {
+		t.Errorf("the worker did not log why it exited:\n%s", tail(logs, 3000))
+	}
+	// The outage limit, 0.2 + 0.4 + 0.4 + 0.4 s, is stated at start-up and
+	// on the way out, with the stream and operation that failed first.
+	if !strings.Contains(logs, `"outage_limit_seconds":1.4`) {
+		t.Errorf("the start-up line does not state the outage limit:\n%s", tail(logs, 3000))
+	}
+	if !regexp.MustCompile(`"worker failed".*content\.(fetch|replicate): Redis failing for .*, since op \\"[a-z_]+\\" at .*\(outage limit 1\.4s\)`).MatchString(logs) {
+		t.Errorf("the last line does not name the stream, the operation and the limit:\n%s", tail(logs, 3000))
 	}
 }
 

@@ -35,10 +35,11 @@ const (
 	DrainMargin = 10 * time.Second
 )
 
-// ErrBrokerUnavailable is returned by Worker.Run after
-// loop.Config.MaxConsecutiveFailures consecutive failed cycles (reads,
-// claims, acks or writes failing), so the process exits non-zero and a
-// supervisor restarts it. The error wraps the last failure as detail.
+// ErrBrokerUnavailable is returned by Worker.Run once Redis has kept
+// failing its cycles (reads, claims, acks or writes failing) for the outage
+// limit (loop.Config.OutageLimit), so the process exits non-zero and a
+// supervisor restarts it. The error names the stream and the operation
+// whose failure began the outage, and wraps that failure.
 var ErrBrokerUnavailable = consume.ErrBrokerUnavailable
 
 // Options configures a Worker. Sink is required; for every other field
@@ -187,8 +188,8 @@ func (w *Worker) HealthyAt(now time.Time) bool { return w.loop.HealthyAt(now) }
 // reading, leaves parked and waiting commands pending, lets in-flight
 // fetches finish for up to DrainTimeout (cancelling the rest, which stay
 // pending) and returns nil. It returns an error wrapping
-// ErrBrokerUnavailable after MaxConsecutiveFailures consecutive failed
-// cycles, having cancelled in-flight fetches.
+// ErrBrokerUnavailable once Redis has kept failing for the outage limit,
+// having cancelled in-flight fetches.
 func (w *Worker) Run(ctx context.Context) error {
 	_, concurrency := w.o.Fetcher.InFlight()
 	w.o.Loop.Logger.InfoContext(ctx, "worker starting", "stream", w.o.Stream, "group", w.o.Group, "consumer", w.o.Loop.Consumer,

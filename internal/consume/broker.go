@@ -19,19 +19,21 @@ import (
 // command stream, the facts stream, the dead-letter stream or one dedupe
 // key), so each lands on one Cluster slot.
 type broker interface {
-	createGroup(ctx context.Context) error
-	// read reads up to count new entries, blocking up to block.
+	// createGroup creates the group (and the stream) at id; an existing
+	// group is fine.
+	createGroup(ctx context.Context, id string) error
+	// read reads up to count new entries, blocking up to block. A
+	// cancelled ctx ends it with no entries and no error.
 	read(ctx context.Context, count int, block time.Duration) ([]Entry, error)
 	// autoclaim takes up to count entries idle for the claim threshold,
 	// scanning from cursor; deleted names entries trimmed while pending.
 	autoclaim(ctx context.Context, cursor string, count int) (next string, entries []Entry, deleted []string, err error)
-	// owned splits ids into those pending for this consumer and the rest.
-	owned(ctx context.Context, ids []string) (mine, gone []string, err error)
-	// touch resets the idle time of ids (XCLAIM … JUSTID, no delivery
-	// counted) and returns those still in the stream.
-	touch(ctx context.Context, ids []string) (claimed []string, err error)
+	// own tells, for each of ids, whether it is pending for this consumer,
+	// renewing the claim on each that is (see own.lua).
+	own(ctx context.Context, ids []string) ([]ownership, error)
 	ack(ctx context.Context, ids ...string) error
-	// deliveries reads an entry's times-delivered.
+	// deliveries reads the times-delivered of an entry pending for this
+	// consumer; errNotPending when it is not.
 	deliveries(ctx context.Context, id string) (int, error)
 	// entry re-reads one entry by id; ok is false when it is gone.
 	entry(ctx context.Context, id string) (fields []Field, ok bool, err error)
@@ -52,8 +54,23 @@ type broker interface {
 // data); the loop recreates it.
 var errNoGroup = errors.New("consume: consumer group is gone")
 
-// errNotPending means an entry is no longer in the group's pending list.
-var errNotPending = errors.New("consume: entry is not pending")
+// errNotPending means an entry is not in the group's pending list for this
+// consumer.
+var errNotPending = errors.New("consume: entry is not pending for this consumer")
+
+// ownership is what own found of one entry.
+type ownership int
+
+const (
+	// taken: not pending for this consumer (another took it, or it was
+	// acked).
+	taken ownership = 0
+	// owned: pending for this consumer, its claim renewed.
+	owned ownership = 1
+	// trimmed: was pending for this consumer, but is gone from the stream
+	// (and now from the pending list too).
+	trimmed ownership = -1
+)
 
 // maxIDs bounds the ids of one XCLAIM, XACK or give-back.
 const maxIDs = 256
@@ -65,6 +82,14 @@ const maxIDs = 256
 var giveBackLua string
 
 var giveBackScript = rueidis.NewLuaScript(giveBackLua)
+
+// ownScript checks and renews this consumer's claim on entries. See
+// own.lua.
+//
+//go:embed own.lua
+var ownLua string
+
+var ownScript = rueidis.NewLuaScript(ownLua)
 
 // redisBroker is the broker on a rueidis client.
 type redisBroker struct {
@@ -88,8 +113,8 @@ func noGroup(err error) error {
 	return err
 }
 
-func (b *redisBroker) createGroup(ctx context.Context) error {
-	cmd := b.client.B().XgroupCreate().Key(b.o.Stream).Group(b.o.Group).Id(b.o.StartID).Mkstream().Build()
+func (b *redisBroker) createGroup(ctx context.Context, id string) error {
+	cmd := b.client.B().XgroupCreate().Key(b.o.Stream).Group(b.o.Group).Id(id).Mkstream().Build()
 	if err := b.client.Do(ctx, cmd).Error(); err != nil && !isRedisErr(err, "BUSYGROUP") {
 		return fmt.Errorf("consume: create group %s on %s: %w", b.o.Group, b.o.Stream, err)
 	}
@@ -106,7 +131,7 @@ func (b *redisBroker) read(ctx context.Context, count int, block time.Duration) 
 	case rueidis.IsRedisNil(err):
 		b.ok()
 		return nil, nil
-	case ctx.Err() != nil:
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		return nil, nil
 	default:
 		return nil, fmt.Errorf("consume: XREADGROUP %s: %w", b.o.Stream, noGroup(err))
@@ -121,7 +146,7 @@ func (b *redisBroker) autoclaim(ctx context.Context, cursor string, count int) (
 		Count(int64(count)).Build()
 	arr, err := b.client.Do(ctx, cmd).ToArray()
 	if err != nil {
-		if ctx.Err() != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return cursor, nil, nil, nil
 		}
 		return "", nil, nil, fmt.Errorf("consume: XAUTOCLAIM %s: %w", b.o.Stream, noGroup(err))
@@ -145,37 +170,26 @@ func (b *redisBroker) autoclaim(ctx context.Context, cursor string, count int) (
 	return next, entries(claimed), deleted, nil
 }
 
-func (b *redisBroker) owned(ctx context.Context, ids []string) (mine, gone []string, err error) {
-	checks := make(rueidis.Commands, len(ids))
-	for i, id := range ids {
-		checks[i] = b.client.B().Xpending().Key(b.o.Stream).Group(b.o.Group).Start(id).End(id).Count(1).Consumer(b.o.Consumer).Build()
+func (b *redisBroker) own(ctx context.Context, ids []string) ([]ownership, error) {
+	if len(ids) == 0 {
+		return nil, nil
 	}
-	for i, r := range b.client.DoMulti(ctx, checks...) {
-		arr, err := r.ToArray()
-		if err != nil {
-			return nil, nil, fmt.Errorf("consume: XPENDING %s: %w", b.o.Stream, err)
-		}
-		if len(arr) == 0 {
-			gone = append(gone, ids[i])
-		} else {
-			mine = append(mine, ids[i])
-		}
-	}
-	return mine, gone, nil
-}
-
-func (b *redisBroker) touch(ctx context.Context, ids []string) ([]string, error) {
-	var claimed []string
+	states := make([]ownership, 0, len(ids))
 	for chunk := range chunks(ids, maxIDs) {
-		cmd := b.client.B().Xclaim().Key(b.o.Stream).Group(b.o.Group).Consumer(b.o.Consumer).MinIdleTime("0").Id(chunk...).Justid().Build()
-		got, err := b.client.Do(ctx, cmd).AsStrSlice()
+		args := append([]string{b.o.Group, b.o.Consumer}, chunk...)
+		got, err := ownScript.Exec(ctx, b.client, []string{b.o.Stream}, args).AsIntSlice()
 		if err != nil {
-			return nil, fmt.Errorf("consume: XCLAIM %s: %w", b.o.Stream, err)
+			return nil, fmt.Errorf("consume: ownership check on %s: %w", b.o.Stream, noGroup(err))
 		}
-		claimed = append(claimed, got...)
+		if len(got) != len(chunk) {
+			return nil, fmt.Errorf("consume: ownership check on %s: %d answers for %d entries", b.o.Stream, len(got), len(chunk))
+		}
+		for _, n := range got {
+			states = append(states, ownership(n))
+		}
 	}
 	b.ok()
-	return claimed, nil
+	return states, nil
 }
 
 func (b *redisBroker) ack(ctx context.Context, ids ...string) error {
@@ -190,12 +204,13 @@ func (b *redisBroker) ack(ctx context.Context, ids ...string) error {
 }
 
 func (b *redisBroker) deliveries(ctx context.Context, id string) (int, error) {
-	cmd := b.client.B().Xpending().Key(b.o.Stream).Group(b.o.Group).Start(id).End(id).Count(1).Build()
+	cmd := b.client.B().Xpending().Key(b.o.Stream).Group(b.o.Group).Start(id).End(id).Count(1).Consumer(b.o.Consumer).Build()
 	arr, err := b.client.Do(ctx, cmd).ToArray()
 	if err != nil {
 		return 0, fmt.Errorf("consume: XPENDING %s %s: %w", b.o.Stream, id, err)
 	}
 	if len(arr) == 0 {
+		b.ok()
 		return 0, fmt.Errorf("%w: %s", errNotPending, id)
 	}
 	e, err := arr[0].ToArray()

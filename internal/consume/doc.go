@@ -9,10 +9,13 @@
 // The loop creates its group (MKSTREAM, at Options.StartID; an existing
 // group is fine), reads new entries with XREADGROUP … BLOCK, and reclaims
 // entries idle for Options.ClaimMinIdle with XAUTOCLAIM: the retry path of
-// transient failures as well as crash recovery. Entries trimmed from the
-// stream while pending are logged and acked away. Every command held in
-// memory is kept owned (XCLAIM … JUSTID) well inside ClaimMinIdle, so no
-// other consumer reclaims it while it waits; one found taken is dropped.
+// transient failures as well as crash recovery. A group found gone later
+// is recreated where the loop left off: after the newest entry it has
+// read, or at 0. Entries trimmed from the stream while pending are logged
+// and acked away. Every command held in memory is kept owned (own.lua:
+// XPENDING, then XCLAIM … JUSTID, in one script) well inside ClaimMinIdle,
+// so no other consumer reclaims it while it waits; one found taken is
+// dropped.
 //
 // # Triage
 //
@@ -33,19 +36,25 @@
 //	Unclassified  pending; at Options.MaxDeliveryAttempts deliveries the
 //	              capability's handler_error fact, then the dead letter
 //
-// A crash anywhere may repeat a fact, never announce one whose command was
-// not handled. Completed commands have their facts, dedupe keys and acks
-// written in batches, one pipelined round trip per step, each command's
-// steps still in order. A delivery that ends Retry, or an entry left pending
-// unhandled, has its delivery count given back (XCLAIM RETRYCOUNT), so only
-// failed handlings count toward the ceiling.
+// Before any of it, the loop confirms that the delivery is still pending
+// for this consumer and renews its claim (own.lua); one taken by another
+// consumer gets nothing written. A crash anywhere may repeat a fact, never
+// announce one whose command was not handled. Completed commands have
+// their ownership checked and their facts, dedupe keys and acks written in
+// batches, one round trip per step, each command's steps still in order. A
+// delivery that ends Retry, or an entry left pending unhandled, has its
+// delivery count given back (XCLAIM RETRYCOUNT), so only failed handlings
+// count toward the ceiling.
 //
 // # Broker trouble
 //
 // Failing reads, claims and writes are the loop's problem, not the
 // message's: a failed cycle backs off from Options.BackoffBase doubling to
-// Options.BackoffMax, and after Options.MaxConsecutiveFailures in a row Run
-// returns ErrBrokerUnavailable so a supervisor restarts the process.
+// Options.BackoffMax. Once Redis has kept failing for Options.OutageLimit,
+// measured from when it was due to answer the operation that failed first,
+// Run returns ErrBrokerUnavailable so a supervisor restarts the process;
+// attempts under way then are cut short, so a silent network cannot
+// stretch the limit.
 // Cancelling Run's context stops reading, drops waiting commands (they stay
 // pending) and lets handlings finish for up to Options.DrainTimeout.
 //

@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
 )
 
-// ErrBrokerUnavailable is returned by Loop.Run after MaxConsecutiveFailures
-// consecutive failed cycles (reads, claims, acks or writes failing), so the
-// process exits non-zero and a supervisor restarts it. The error wraps the
-// last failure as detail.
+// ErrBrokerUnavailable is returned by Loop.Run once Redis has kept failing
+// the loop's cycles (reads, claims, acks or writes failing) for
+// Options.OutageLimit, so the process exits non-zero and a supervisor
+// restarts it. The error names the loop's stream and the operation whose
+// failure began the outage, and wraps that failure.
 var ErrBrokerUnavailable = errors.New("consume: broker unavailable")
 
 // errRunning is returned by a second concurrent call to Run.
@@ -36,6 +39,12 @@ type Loop[C, R any] struct {
 	groupReady atomic.Bool
 	lastOK     atomic.Int64 // unix nanoseconds of the latest Redis answer
 	cur        atomic.Pointer[run[C, R]]
+
+	// Only the goroutine in Run touches these. everReady is set once the
+	// group has existed; position is the newest entry id this loop has
+	// read ("" before the first).
+	everReady bool
+	position  string
 }
 
 // New returns a Loop on client for cap, scheduled by sched.
@@ -72,9 +81,9 @@ func (l *Loop[C, R]) markOK() { l.lastOK.Store(l.clock.now().UnixNano()) }
 // Run consumes commands until ctx is cancelled, then shuts down: it stops
 // reading, leaves waiting commands pending, lets handlings finish for up to
 // DrainTimeout (cancelling the rest, which stay pending) and returns nil.
-// It returns an error wrapping ErrBrokerUnavailable after
-// MaxConsecutiveFailures consecutive failed cycles, having cancelled the
-// handlings in progress.
+// It returns an error wrapping ErrBrokerUnavailable once Redis has kept
+// failing its cycles for OutageLimit, having cancelled the handlings and
+// fate writes in progress.
 func (l *Loop[C, R]) Run(ctx context.Context) error {
 	if !l.running.CompareAndSwap(false, true) {
 		return errRunning
@@ -96,14 +105,9 @@ func (l *Loop[C, R]) counts() (held, parked int) {
 	return 0, 0
 }
 
-// backoff is BackoffBase × 2^(failures-1), capped at BackoffMax.
-func (l *Loop[C, R]) backoff(failures int) time.Duration {
-	d := l.o.BackoffBase
-	for i := 1; i < failures && d < l.o.BackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, l.o.BackoffMax)
-}
+// backoff is the back-off after the given number of failed cycles in a
+// row.
+func (l *Loop[C, R]) backoff(failures int) time.Duration { return l.o.Backoff(failures) }
 
 // reclaimEvery is the XAUTOCLAIM cadence while reads keep returning work.
 func (l *Loop[C, R]) reclaimEvery() time.Duration {
@@ -115,64 +119,163 @@ func (l *Loop[C, R]) refreshEvery() time.Duration {
 	return max(l.o.ClaimMinIdle/3, 10*time.Millisecond)
 }
 
-// createGroup creates the consumer group (and the stream) and logs it the
-// first time.
-func (l *Loop[C, R]) createGroup(ctx context.Context) error {
-	if err := l.b.createGroup(ctx); err != nil {
-		l.o.Metrics.brokerFailure("group")
-		return err
+// ensureGroup creates the consumer group (and the stream) if it is not
+// known to exist: at Options.StartID the first time, and where this loop
+// left off when the group has vanished since (docs/streams.md, Group).
+func (l *Loop[C, R]) ensureGroup(ctx context.Context) error {
+	if l.groupReady.Load() {
+		return nil
 	}
-	if !l.groupReady.Swap(true) {
-		l.o.Logger.InfoContext(ctx, "consumer group ready", "stream", l.o.Stream, "group", l.o.Group, "start_id", l.o.StartID)
+	at := l.o.StartID
+	if l.everReady {
+		at = l.resumeAt()
 	}
+	if err := l.b.createGroup(ctx, at); err != nil {
+		return l.brokerFailure("group", err)
+	}
+	l.groupReady.Store(true)
+	l.everReady = true
+	l.o.Logger.InfoContext(ctx, "consumer group ready", "stream", l.o.Stream, "group", l.o.Group, "start_id", at)
 	return nil
 }
 
+// resumeAt is where a vanished group is recreated: after the newest entry
+// this loop has read, or at the start of the stream when it has read none.
+// Entry ids grow with time, so on a stream emptied by a restart every new
+// command lies after it, while on one that kept its history nothing this
+// loop has not seen is skipped.
+func (l *Loop[C, R]) resumeAt() string { return Or(l.position, "0") }
+
 // groupLost handles a group that is gone (Redis restarted without its
-// data): it is recreated at once; the error stands if that fails.
-func (l *Loop[C, R]) groupLost(ctx context.Context, err error) error {
-	if !errors.Is(err, errNoGroup) {
-		return err
-	}
+// data, or the group or its stream was deleted): it is recreated at once
+// where this loop left off; the error stands if that fails.
+func (l *Loop[C, R]) groupLost(ctx context.Context) error {
 	l.groupReady.Store(false)
-	l.o.Logger.WarnContext(ctx, "consumer group is gone; recreating it", "stream", l.o.Stream, "group", l.o.Group)
-	return l.createGroup(ctx)
+	l.o.Logger.WarnContext(ctx, "consumer group is gone; recreating it where this worker left off", "stream", l.o.Stream,
+		"group", l.o.Group, "start_id", l.resumeAt())
+	return l.ensureGroup(ctx)
 }
 
-// loop runs cycles until ctx ends (nil) or the broker has failed too many
-// cycles in a row (ErrBrokerUnavailable).
+// read notes the newest of entries as read.
+func (l *Loop[C, R]) read(entries []Entry) {
+	for _, e := range entries {
+		if idAfter(e.ID, l.position) {
+			l.position = e.ID
+		}
+	}
+}
+
+// idAfter reports whether stream entry id a ("ms-seq") comes after b; any
+// id comes after "".
+func idAfter(a, b string) bool {
+	if b == "" {
+		return a != ""
+	}
+	am, as := splitID(a)
+	bm, bs := splitID(b)
+	return am > bm || am == bm && as > bs
+}
+
+func splitID(id string) (ms, seq uint64) {
+	m, s, _ := strings.Cut(id, "-")
+	ms, _ = strconv.ParseUint(m, 10, 64)
+	seq, _ = strconv.ParseUint(s, 10, 64)
+	return ms, seq
+}
+
+// brokerFailure counts a failed Redis operation and returns err marked
+// with it, for the loop to tell which operation began an outage.
+func (l *Loop[C, R]) brokerFailure(op string, err error) error {
+	l.o.Metrics.brokerFailure(op)
+	return &opError{failure{op: op, err: err}}
+}
+
+// failure is one failed Redis operation.
+type failure struct {
+	// op names it as the broker-failure metric does: read, claim,
+	// publish, …
+	op string
+	// since is when Redis was due to answer it: when the call was made, or
+	// for a blocking read when its block ended. Zero when only the cycle
+	// it failed in is known.
+	since time.Time
+	err   error
+}
+
+// opError is a failure returned by a cycle.
+type opError struct{ failure }
+
+func (e *opError) Error() string { return e.err.Error() }
+func (e *opError) Unwrap() error { return e.err }
+
+// errNoContact is returned by a cycle that did not talk to Redis (the loop
+// was full and waited for room): it neither fails nor ends an outage.
+var errNoContact = errors.New("consume: cycle did not reach Redis")
+
+// loop runs cycles until ctx ends (nil) or Redis has kept failing them for
+// the outage limit (ErrBrokerUnavailable). An outage begins with a failed
+// cycle, at the earliest time Redis was due to answer an operation that
+// failed (so a busy loop's write that failed names it, not an idle loop's
+// read that was still blocking); a successful cycle ends it. While it
+// lasts, each cycle may run only until the limit, so an attempt that hangs
+// (a silent network) does not stretch it.
 func (r *run[C, R]) loop(ctx context.Context) error {
 	l := r.l
-	failures := 0
+	limit := l.o.OutageLimit()
+	var (
+		failures int
+		first    failure // the failure that began the outage
+		last     error
+		giveUpAt time.Time
+	)
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
-		err := r.cycle(ctx)
+		if failures > 0 && !l.clock.now().Before(giveUpAt) {
+			return r.giveUp(ctx, first, failures, limit, last)
+		}
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if failures > 0 {
+			cctx, cancel = context.WithTimeout(ctx, giveUpAt.Sub(l.clock.now()))
+		}
+		start := l.clock.now()
+		err := r.cycle(cctx)
+		cancel()
 		if ctx.Err() != nil {
 			return nil
 		}
-		if n := r.fateFailures.Swap(0); err == nil && n > 0 {
-			err = fmt.Errorf("consume: %d fate writes failed", n)
-		}
-		if err == nil {
+		f, failed := r.cycleFailure(start, err)
+		switch {
+		case failed:
+			// A failure seen later may have been due earlier (a write that
+			// waited out its timeout): the outage began with it.
+			if failures == 0 || f.since.Before(first.since) {
+				first, giveUpAt = f, f.since.Add(limit)
+			}
+			failures++
+			last = f.err
+			l.o.Metrics.cycleFailed()
+		case errors.Is(err, errNoContact):
+			// Neither a failure nor a sign that Redis is back.
+			continue
+		default:
 			if failures > 0 {
-				l.o.Logger.InfoContext(ctx, "consume cycle recovered", "stream", l.o.Stream, "after_failures", failures)
+				l.o.Logger.InfoContext(ctx, "consume cycle recovered", "stream", l.o.Stream, "after_failures", failures,
+					"outage_seconds", l.clock.now().Sub(first.since).Seconds())
 			}
 			failures = 0
 			continue
 		}
-		failures++
-		l.o.Metrics.cycleFailed()
-		if failures >= l.o.MaxConsecutiveFailures {
-			l.o.Logger.ErrorContext(ctx, "consume cycles keep failing; giving up", "stream", l.o.Stream,
-				"consecutive_failures", failures, "error", err)
-			return fmt.Errorf("%w: %d consecutive failed cycles: %w", ErrBrokerUnavailable, failures, err)
+		left := giveUpAt.Sub(l.clock.now())
+		if left <= 0 {
+			continue
 		}
-		backoff := l.backoff(failures)
+		backoff := min(l.backoff(failures), left)
 		if failures == 1 || failures%15 == 0 {
-			l.o.Logger.ErrorContext(ctx, "consume cycle failed; backing off", "stream", l.o.Stream,
-				"consecutive_failures", failures, "backoff_ms", backoff.Milliseconds(), "error", err)
+			l.o.Logger.ErrorContext(ctx, "consume cycle failed; backing off", "stream", l.o.Stream, "op", f.op,
+				"consecutive_failures", failures, "backoff_ms", backoff.Milliseconds(),
+				"gives_up_in_ms", left.Milliseconds(), "error", f.err)
 		}
 		if l.clock.sleep(ctx, backoff) != nil {
 			return nil
@@ -180,19 +283,53 @@ func (r *run[C, R]) loop(ctx context.Context) error {
 	}
 }
 
+// cycleFailure tells whether a cycle that started at start failed, and
+// with which failure: the earliest of its own (err) and those of the fate
+// writes since the previous cycle.
+func (r *run[C, R]) cycleFailure(start time.Time, err error) (failure, bool) {
+	f, failed := failure{}, false
+	if err != nil && !errors.Is(err, errNoContact) {
+		f, failed = failure{op: "cycle", err: err}, true
+		var oe *opError
+		if errors.As(err, &oe) {
+			f.op, f.since = oe.op, oe.since
+		}
+		if f.since.IsZero() || f.since.Before(start) {
+			f.since = start
+		}
+	}
+	if n, ff := r.fates.take(); n > 0 {
+		ff.err = fmt.Errorf("fate writes failed (%d); the first: %w", n, ff.err)
+		if !failed || ff.since.Before(f.since) {
+			f, failed = ff, true
+		}
+	}
+	return f, failed
+}
+
+// giveUp logs the end of the loop and returns its error.
+func (r *run[C, R]) giveUp(ctx context.Context, first failure, failures int, limit time.Duration, last error) error {
+	l := r.l
+	lasted := l.clock.now().Sub(first.since)
+	l.o.Logger.ErrorContext(ctx, "Redis has kept failing for the outage limit; giving up", "stream", l.o.Stream,
+		"op", first.op, "failing_since", first.since.UTC(), "outage_seconds", lasted.Seconds(),
+		"outage_limit_seconds", limit.Seconds(), "consecutive_failures", failures,
+		"first_error", first.err.Error(), "error", errString(last))
+	return fmt.Errorf("%w: %s: Redis failing for %s, since op %q at %s (outage limit %s): %w", ErrBrokerUnavailable,
+		l.o.Stream, lasted.Round(time.Millisecond), first.op, first.since.UTC().Format(time.RFC3339Nano), limit, first.err)
+}
+
 // cycle is one turn of the loop: make sure the group exists, reclaim idle
 // pending entries when due, then read new entries while there is room.
 func (r *run[C, R]) cycle(ctx context.Context) error {
 	l := r.l
-	if !l.groupReady.Load() {
-		if err := l.createGroup(ctx); err != nil {
-			return err
-		}
+	if err := l.ensureGroup(ctx); err != nil {
+		return err
 	}
 	now := l.clock.now()
 	if !now.Before(r.nextReclaim) {
 		if err := r.reclaim(ctx); err != nil {
-			return err
+			return stamp(err, now)
 		}
 		r.nextReclaim = now.Add(l.reclaimEvery())
 	}
@@ -207,23 +344,49 @@ func (r *run[C, R]) cycle(ctx context.Context) error {
 		case <-t.C:
 		case <-ctx.Done():
 		}
-		return nil
+		return errNoContact
 	}
 	block := min(l.o.ReadBlock, max(r.nextReclaim.Sub(l.clock.now()), time.Millisecond))
-	entries, err := l.b.read(ctx, free, block)
+	// Redis answers a blocking read once its block ends; one still
+	// unanswered a ReadBlock later has failed (a silent network would
+	// otherwise hold it forever).
+	started := l.clock.now()
+	rctx, cancel := context.WithTimeout(ctx, block+l.o.ReadBlock)
+	entries, err := l.b.read(rctx, free, block)
+	cancel()
 	if err != nil {
-		if err = l.groupLost(ctx, err); err == nil {
-			return nil
+		if errors.Is(err, errNoGroup) {
+			return l.groupLost(ctx)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within %s: %w", block+l.o.ReadBlock, err)
+		}
+		// Due when its block ended, or when it failed if that was sooner.
+		since := started.Add(block)
+		if now := l.clock.now(); now.Before(since) {
+			since = now
 		}
 		l.o.Metrics.brokerFailure("read")
-		return err
+		return &opError{failure{op: "read", since: since, err: err}}
 	}
 	if len(entries) == 0 {
 		// Idle: look for abandoned work at once.
 		r.nextReclaim = time.Time{}
 		return nil
 	}
-	return r.accept(ctx, entries)
+	l.read(entries)
+	at := l.clock.now()
+	return stamp(r.accept(ctx, entries), at)
+}
+
+// stamp dates a failure returned without its own time: it was due no
+// earlier than at, when the step it failed in began.
+func stamp(err error, at time.Time) error {
+	var oe *opError
+	if errors.As(err, &oe) && oe.since.IsZero() {
+		oe.since = at
+	}
+	return err
 }
 
 // reclaim takes over entries idle for ClaimMinIdle (this worker's transient
@@ -239,11 +402,10 @@ func (r *run[C, R]) reclaim(ctx context.Context) error {
 		}
 		next, entries, deleted, err := l.b.autoclaim(ctx, r.claimCursor, min(free, 1000))
 		if err != nil {
-			if err = l.groupLost(ctx, err); err == nil {
-				return nil
+			if errors.Is(err, errNoGroup) {
+				return l.groupLost(ctx)
 			}
-			l.o.Metrics.brokerFailure("claim")
-			return err
+			return l.brokerFailure("claim", err)
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -256,6 +418,7 @@ func (r *run[C, R]) reclaim(ctx context.Context) error {
 			}
 		}
 		if len(entries) > 0 {
+			l.read(entries)
 			l.o.Metrics.reclaimed(len(entries))
 			if err := r.accept(ctx, entries); err != nil {
 				return err
@@ -277,8 +440,7 @@ func (r *run[C, R]) dropTrimmed(ctx context.Context, ids []string) error {
 	}
 	l.o.Metrics.count("trimmed", "", len(ids))
 	if err := l.b.ack(ctx, ids...); err != nil {
-		l.o.Metrics.brokerFailure("ack")
-		return err
+		return l.brokerFailure("ack", err)
 	}
 	return nil
 }
@@ -297,56 +459,42 @@ func (r *run[C, R]) refreshLoop(ctx context.Context) {
 	}
 }
 
-// refresh resets the idle time of every held command (XCLAIM … JUSTID does
-// not count a delivery), so no other worker reclaims it. XCLAIM would also
-// take an entry from another consumer, so ownership is checked first: an
-// entry no longer pending for this consumer was taken (after an outage long
-// enough for a reclaim) or acked elsewhere, and is dropped from memory. One
-// XCLAIM does not return was trimmed from the stream.
+// refresh renews this consumer's claim on every held command (resetting
+// its idle time with XCLAIM … JUSTID, which counts no delivery), so no
+// other worker reclaims it. The check that the command is still pending
+// for this consumer is made in the same step (own.lua), since XCLAIM would
+// also take an entry from another consumer: one no longer pending here was
+// taken (after an outage long enough for a reclaim) or acked elsewhere,
+// and is dropped from memory; one trimmed from the stream is dropped and
+// reported.
 func (r *run[C, R]) refresh(ctx context.Context) {
 	l := r.l
 	ids := r.heldIDs()
 	if len(ids) == 0 {
 		return
 	}
-	mine, gone, err := l.b.owned(ctx, ids)
-	if err == nil {
-		var claimed []string
-		if claimed, err = l.b.touch(ctx, mine); err == nil {
-			r.refreshed(ctx, mine, gone, claimed)
-			return
+	states, err := l.b.own(ctx, ids)
+	if err != nil {
+		l.o.Metrics.brokerFailure("refresh")
+		l.o.Logger.WarnContext(ctx, "could not refresh held commands", "stream", l.o.Stream, "error", err)
+		return
+	}
+	var gone, cut []string
+	for i, s := range states {
+		switch s {
+		case taken:
+			gone = append(gone, ids[i])
+		case trimmed:
+			cut = append(cut, ids[i])
 		}
 	}
-	l.o.Metrics.brokerFailure("refresh")
-	l.o.Logger.WarnContext(ctx, "could not refresh held commands", "stream", l.o.Stream, "error", err)
-}
-
-// refreshed drops what a refresh found no longer this consumer's.
-func (r *run[C, R]) refreshed(ctx context.Context, mine, gone, claimed []string) {
-	l := r.l
 	if dropped := r.lose(gone); len(dropped) > 0 {
 		l.o.Logger.InfoContext(ctx, "dropped held commands no longer pending for this consumer",
 			"stream", l.o.Stream, "count", len(dropped), "message_ids", dropped)
 	}
-	got := make(map[string]bool, len(claimed))
-	for _, id := range claimed {
-		got[id] = true
-	}
-	// Not claimed: trimmed from the stream (XCLAIM then drops it from the
-	// pending list), or acked here since the check. Only the first deserve
-	// the warning.
-	var trimmed []string
-	for _, id := range mine {
-		if got[id] {
-			continue
-		}
-		if _, ok, err := l.b.entry(ctx, id); err == nil && !ok {
-			trimmed = append(trimmed, id)
-		}
-	}
-	if len(trimmed) > 0 {
-		r.lose(trimmed)
-		if err := r.dropTrimmed(ctx, trimmed); err != nil {
+	if len(cut) > 0 {
+		r.lose(cut)
+		if err := r.dropTrimmed(ctx, cut); err != nil {
 			l.o.Logger.WarnContext(ctx, "could not ack trimmed entries", "stream", l.o.Stream, "error", err)
 		}
 	}

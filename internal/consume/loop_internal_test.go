@@ -100,7 +100,7 @@ func TestLoopDeadLettersEntriesWithoutFields(t *testing.T) {
 	o := testOptions()
 	o.StartID = "0"
 	l := New[string, string](client, nopCap{}, nil, o)
-	if err := l.createGroup(ctx); err != nil {
+	if err := l.ensureGroup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	add := client.B().Xadd().Key(o.Stream).Id("*").FieldValue().

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -16,10 +15,12 @@ type run[C, R any] struct {
 
 	// handleCtx is the handlers' context, cancelled at the drain timeout
 	// or when the broker gives up; writeCtx outlives Run's context so
-	// fates are still written while draining.
+	// fates are still written while draining, and is cancelled only when
+	// the broker gives up.
 	handleCtx     context.Context
 	cancelHandles context.CancelFunc
 	writeCtx      context.Context
+	cancelWrites  context.CancelFunc
 	wg            sync.WaitGroup // handler goroutines
 
 	// idle hands a command to a handler goroutine that has finished its
@@ -33,9 +34,9 @@ type run[C, R any] struct {
 	claimCursor string
 	nextReclaim time.Time
 
-	// fateFailures counts failed fate writes since the last cycle; a cycle
+	// fates gathers the failed fate writes since the last cycle; a cycle
 	// with any counts as failed.
-	fateFailures atomic.Int64
+	fates fateFailures
 
 	// commit batches the fate writes of completed commands.
 	commit committer[C]
@@ -54,7 +55,6 @@ type run[C, R any] struct {
 func newRun[C, R any](l *Loop[C, R], base context.Context) *run[C, R] {
 	r := &run[C, R]{
 		l:           l,
-		writeCtx:    base,
 		claimCursor: "0-0",
 		capacity:    make(chan struct{}, 1),
 		idle:        make(chan *Held[C]),
@@ -62,6 +62,7 @@ func newRun[C, R any](l *Loop[C, R], base context.Context) *run[C, R] {
 		held:        make(map[string]*Held[C]),
 		byCommand:   make(map[string]*Held[C]),
 	}
+	r.writeCtx, r.cancelWrites = context.WithCancel(base)
 	r.handleCtx, r.cancelHandles = context.WithCancel(base)
 	return r
 }
@@ -70,17 +71,21 @@ func newRun[C, R any](l *Loop[C, R], base context.Context) *run[C, R] {
 func (r *run[C, R]) run(ctx context.Context) error {
 	l := r.l
 	defer r.cancelHandles()
+	defer r.cancelWrites()
 	refreshCtx, stopRefresh := context.WithCancel(r.writeCtx)
 	var bg sync.WaitGroup
 	bg.Go(func() { r.refreshLoop(refreshCtx) })
 
 	l.o.Logger.InfoContext(ctx, "consume loop starting", "stream", l.o.Stream, "group", l.o.Group,
-		"consumer", l.o.Consumer, "max_held", l.o.MaxHeld)
+		"consumer", l.o.Consumer, "max_held", l.o.MaxHeld, "outage_limit_seconds", l.o.OutageLimit().Seconds())
 	err := r.loop(ctx)
 
 	dropped := r.beginStop()
 	if err != nil {
+		// Redis is gone: nothing a handling or a fate write does now
+		// would reach it.
 		r.cancelHandles()
+		r.cancelWrites()
 	}
 	r.drain()
 	stopRefresh()

@@ -45,8 +45,7 @@ func (r *run[C, R]) accept(ctx context.Context, entries []Entry) error {
 	for i, h := range cands {
 		if errs[i] != nil {
 			if firstErr == nil {
-				l.o.Metrics.brokerFailure("dedupe")
-				firstErr = errs[i]
+				firstErr = l.brokerFailure("dedupe", errs[i])
 			}
 			continue
 		}
@@ -74,8 +73,7 @@ func (r *run[C, R]) accept(ctx context.Context, entries []Entry) error {
 	r.giveBack(ctx, unhandled...)
 	if len(dups) > 0 {
 		if err := l.b.ack(ctx, dups...); err != nil && firstErr == nil {
-			l.o.Metrics.brokerFailure("ack")
-			firstErr = err
+			firstErr = l.brokerFailure("ack", err)
 		}
 	}
 	if firstErr == nil {
@@ -123,8 +121,7 @@ func (r *run[C, R]) triage(ctx context.Context, e Entry) (*Held[C], error) {
 func (r *run[C, R]) deadLetterEmpty(ctx context.Context, id string) error {
 	fields, ok, err := r.l.b.entry(ctx, id)
 	if err != nil {
-		r.l.o.Metrics.brokerFailure("dlq")
-		return err
+		return r.l.brokerFailure("dlq", err)
 	}
 	if !ok {
 		fields = []Field{
@@ -151,13 +148,11 @@ func (r *run[C, R]) refuse(ctx context.Context, e Entry, reason string, cause er
 func (r *run[C, R]) deadLetter(ctx context.Context, id string, fields []Field, reason string, cause error, attrs []slog.Attr) error {
 	l := r.l
 	if err := l.b.deadLetter(ctx, id, fields, reason); err != nil {
-		l.o.Metrics.brokerFailure("dlq")
-		return err
+		return l.brokerFailure("dlq", err)
 	}
 	l.o.Metrics.deadLettered(reason)
 	if err := l.b.ack(ctx, id); err != nil {
-		l.o.Metrics.brokerFailure("ack")
-		return err
+		return l.brokerFailure("ack", err)
 	}
 	line := make([]slog.Attr, 0, len(attrs)+4)
 	line = append(line, slog.String("message_id", id), slog.String("stream", l.o.Stream), slog.String("reason", reason))
