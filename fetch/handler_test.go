@@ -16,6 +16,7 @@ import (
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/internal/hosts"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/sink"
 )
@@ -203,7 +204,7 @@ func TestHandleRefusesUnfetchableURLs(t *testing.T) {
 func TestHandleRefusesDeniedDestinations(t *testing.T) {
 	h := newHarness(t, testenv.Status(200, nil, "never"), harnessOptions{})
 	// A guard with no allow-list: loopback is denied like any private range.
-	strict := fetch.New(fetch.Options{Guard: guard.New(guard.Options{Resolver: guard.StaticResolver{Hosts: testHosts}})})
+	strict := fetch.New(fetch.Options{Guard: guard.New(guard.Options{Resolver: hosts.Resolver{Table: testHosts}})})
 	t.Cleanup(strict.Close)
 	strictHandler := fetch.NewHandler(fetch.HandlerOptions{Fetcher: strict, Sink: h.sink})
 	tests := []struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/internal/hosts"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink"
@@ -40,7 +41,7 @@ var quiet = slog.New(slog.DiscardHandler)
 func testGuard() *guard.Guard {
 	return guard.New(guard.Options{
 		Allow:    []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-		Resolver: guard.StaticResolver{Hosts: testHosts},
+		Resolver: hosts.Resolver{Table: testHosts},
 	})
 }
 

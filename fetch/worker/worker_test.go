@@ -21,6 +21,7 @@ import (
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/fetch/worker"
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/internal/hosts"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink"
@@ -214,7 +215,7 @@ func (e *wenv) newStack(stop <-chan struct{}, o stackOptions) *stack {
 	s.fetcher = fetch.New(fetch.Options{
 		Guard: guard.New(guard.Options{
 			Allow:    []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-			Resolver: guard.StaticResolver{Hosts: workerHosts},
+			Resolver: hosts.Resolver{Table: workerHosts},
 		}),
 		Pacer:        s.pacer,
 		Slots:        fetch.NewSlots(max(o.slots, 4)),
