@@ -154,19 +154,19 @@ func blobFact(cmd *envelope.ContentFetch, res *Result, now time.Time) *envelope.
 		URL:                cmd.URL,
 		CommandID:          cmd.CommandID,
 		InfoSourceID:       cmd.InfoSourceID,
-		StatusCode:         envelope.Ptr(res.StatusCode),
+		StatusCode:         new(res.StatusCode),
 		ContentTypeRaw:     passthrough(contentType),
 		ETag:               replayable(h.Get("ETag"), latin1),
 		LastModified:       replayable(h.Get("Last-Modified"), latin1),
 	}
 	if res.FinalURL != nil {
-		fact.FinalURL = envelope.Ptr(withoutUserinfo(res.FinalURL))
+		fact.FinalURL = new(withoutUserinfo(res.FinalURL))
 	}
 	if !res.FetchedAt.IsZero() {
-		fact.FetchedAt = envelope.Ptr(res.FetchedAt.UTC())
+		fact.FetchedAt = new(res.FetchedAt.UTC())
 	}
 	if !res.Blob.ExpiresAt.IsZero() {
-		fact.BlobExpiresAt = envelope.Ptr(res.Blob.ExpiresAt.UTC())
+		fact.BlobExpiresAt = new(res.Blob.ExpiresAt.UTC())
 	}
 	return fact
 }
@@ -185,13 +185,13 @@ func FailedFact(cmd *envelope.ContentFetch, reason envelope.Reason, detail strin
 		Terminal:      true,
 	}
 	if statusCode > 0 {
-		fact.StatusCode = envelope.Ptr(statusCode)
+		fact.StatusCode = new(statusCode)
 	}
 	if attempts > 0 {
-		fact.Attempts = envelope.Ptr(attempts)
+		fact.Attempts = new(attempts)
 	}
 	if detail != "" {
-		fact.Detail = envelope.Ptr(envelope.BoundDetail(detail))
+		fact.Detail = new(envelope.BoundDetail(detail))
 	}
 	return fact
 }

@@ -49,11 +49,11 @@ func TestHandleStoresBodyAndPublishesEnrichedFact(t *testing.T) {
 		URL:                cmd.URL,
 		CommandID:          "01JCMD",
 		InfoSourceID:       "source-7",
-		FinalURL:           envelope.Ptr(cmd.URL),
-		StatusCode:         envelope.Ptr(200),
-		ContentTypeRaw:     envelope.Ptr("Text/HTML; charset=utf-8"),
-		ETag:               envelope.Ptr(`W/"abc"`),
-		LastModified:       envelope.Ptr("Sun, 29 Nov 2026 23:18:58 GMT"),
+		FinalURL:           new(cmd.URL),
+		StatusCode:         new(200),
+		ContentTypeRaw:     new("Text/HTML; charset=utf-8"),
+		ETag:               new(`W/"abc"`),
+		LastModified:       new("Sun, 29 Nov 2026 23:18:58 GMT"),
 	}
 	got := out.Fact.(*envelope.BlobAvailable)
 	if diff := cmp.Diff(want, got, ignoreTimes); diff != "" {
@@ -112,7 +112,7 @@ func TestHandleStatusClasses(t *testing.T) {
 			switch tt.wantKind {
 			case fetch.Permanent, fetch.NotModified:
 				want := &envelope.FetchFailed{SchemaVersion: 1, CommandID: "01JCMD", URL: cmd.URL, InfoSourceID: "source-7",
-					Reason: tt.wantReason, Terminal: true, StatusCode: envelope.Ptr(tt.status)}
+					Reason: tt.wantReason, Terminal: true, StatusCode: new(tt.status)}
 				if diff := cmp.Diff(want, out.Fact, ignoreTimes); diff != "" {
 					t.Errorf("fact mismatch (-want +got):\n%s", diff)
 				}
@@ -162,11 +162,11 @@ func TestHandleRefusesBadRequestOptionsBeforeAnyRequest(t *testing.T) {
 		{name: "obs-text", headers: map[string]string{"x-a": "caf\xe9"}},
 		{name: "too many", headers: tooMany},
 		{name: "too many bytes", headers: map[string]string{"x-big": strings.Repeat("v", guard.MaxHeaderBytes)}},
-		{name: "zero timeout", timeout: envelope.Ptr(0.0)},
-		{name: "negative timeout", timeout: envelope.Ptr(-1.0)},
-		{name: "NaN timeout", timeout: envelope.Ptr(math.NaN())},
-		{name: "infinite timeout", timeout: envelope.Ptr(math.Inf(1))},
-		{name: "timeout over the maximum", timeout: envelope.Ptr(121.0)},
+		{name: "zero timeout", timeout: new(0.0)},
+		{name: "negative timeout", timeout: new(-1.0)},
+		{name: "NaN timeout", timeout: new(math.NaN())},
+		{name: "infinite timeout", timeout: new(math.Inf(1))},
+		{name: "timeout over the maximum", timeout: new(121.0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -410,13 +410,13 @@ func TestHandleMalformedResponses(t *testing.T) {
 		wantMedia string
 		wantRaw   *string
 	}{
-		{path: "/300-headers", wantMedia: "text/plain", wantRaw: envelope.Ptr("text/plain; charset=utf-8")},
+		{path: "/300-headers", wantMedia: "text/plain", wantRaw: new("text/plain; charset=utf-8")},
 		// Only the part before ';' makes media_type; the whole value is past
 		// the passthrough bound, so content_type_raw is null.
 		{path: "/long-type", wantMedia: "text/plain"},
-		{path: "/etag-obs-text", wantMedia: "text/plain", wantRaw: envelope.Ptr("text/plain; charset=utf-8")},
+		{path: "/etag-obs-text", wantMedia: "text/plain", wantRaw: new("text/plain; charset=utf-8")},
 		{path: "/blank-headers", wantMedia: fetch.DefaultMediaType},
-		{path: "/long-etag", wantMedia: "text/plain", wantRaw: envelope.Ptr("text/plain; charset=utf-8")},
+		{path: "/long-etag", wantMedia: "text/plain", wantRaw: new("text/plain; charset=utf-8")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
