@@ -443,7 +443,7 @@ func TestHandleHeadersOnTheWire(t *testing.T) {
 	t.Run("default user-agent", func(t *testing.T) {
 		h.handle(t, command(h.url("origin.test", "/")))
 		got := h.origin.Requests()
-		if ua := got[len(got)-1].Header.Values("User-Agent"); len(ua) != 1 || ua[0] != fetch.DefaultUserAgent {
+		if ua := got[len(got)-1].Header.Values("User-Agent"); len(ua) != 1 || ua[0] != fetch.DefaultUserAgent() {
 			t.Errorf("User-Agent lines = %q, want one default", ua)
 		}
 	})
