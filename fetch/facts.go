@@ -10,10 +10,8 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/sink"
 )
-
-// DefaultMediaType is announced when a response has no usable Content-Type.
-const DefaultMediaType = "application/octet-stream"
 
 // MaxPassthroughLength bounds a response header value copied onto a fact,
 // in characters (code points), not bytes. A longer
@@ -26,7 +24,7 @@ const MaxDetailLength = envelope.MaxDetailLength
 
 // MediaType normalizes a Content-Type header value for blob_available: the
 // part before ';', stripped of surrounding white space and lower-cased;
-// DefaultMediaType when absent, blank or parameter-only. Parameters never
+// sink.DefaultMediaType when absent, blank or parameter-only. Parameters never
 // matter, however long. The value is read as Passthrough reads it.
 func MediaType(contentType string) string {
 	return mediaType(headerText(contentType, !utf8.ValidString(contentType)))
@@ -38,7 +36,7 @@ func mediaType(text string) string {
 	// media_type has no null to fall back to, so an absurd type would ride
 	// the broadcast stream whole; no real one comes near this bound.
 	if mt == "" || utf8.RuneCountInString(mt) > MaxPassthroughLength {
-		return DefaultMediaType
+		return sink.DefaultMediaType
 	}
 	return mt
 }

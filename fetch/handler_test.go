@@ -415,7 +415,7 @@ func TestHandleMalformedResponses(t *testing.T) {
 		// the passthrough bound, so content_type_raw is null.
 		{path: "/long-type", wantMedia: "text/plain"},
 		{path: "/etag-obs-text", wantMedia: "text/plain", wantRaw: new("text/plain; charset=utf-8")},
-		{path: "/blank-headers", wantMedia: fetch.DefaultMediaType},
+		{path: "/blank-headers", wantMedia: sink.DefaultMediaType},
 		{path: "/long-etag", wantMedia: "text/plain", wantRaw: new("text/plain; charset=utf-8")},
 	}
 	for _, tt := range tests {

@@ -152,8 +152,8 @@ func TestEmptyMediaTypeIsNeverGuessed(t *testing.T) {
 	if out.Kind != replicate.Complete {
 		t.Fatalf("outcome %v: %v", out.Kind, out.Err)
 	}
-	if got := object(t, destBucket, b.Prefix+"/page.html").ContentType; got != replicate.DefaultMediaType {
-		t.Errorf("content type %q, want %q", got, replicate.DefaultMediaType)
+	if got := object(t, destBucket, b.Prefix+"/page.html").ContentType; got != sink.DefaultMediaType {
+		t.Errorf("content type %q, want %q", got, sink.DefaultMediaType)
 	}
 }
 
