@@ -102,19 +102,19 @@ func blobFact(cmd *envelope.ContentFetch, res *fetch.Result, now time.Time) *env
 		URL:                cmd.URL,
 		CommandID:          cmd.CommandID,
 		InfoSourceID:       cmd.InfoSourceID,
-		StatusCode:         envelope.Ptr(res.StatusCode),
+		StatusCode:         new(res.StatusCode),
 		ContentTypeRaw:     passthrough(contentType),
 		ETag:               replayable(res.Header.Get("ETag"), res.HeaderText("ETag")),
 		LastModified:       replayable(res.Header.Get("Last-Modified"), res.HeaderText("Last-Modified")),
 	}
 	if res.FinalURL != nil {
-		fact.FinalURL = envelope.Ptr(withoutUserinfo(res.FinalURL))
+		fact.FinalURL = new(withoutUserinfo(res.FinalURL))
 	}
 	if !res.FetchedAt.IsZero() {
-		fact.FetchedAt = envelope.Ptr(res.FetchedAt.UTC())
+		fact.FetchedAt = new(res.FetchedAt.UTC())
 	}
 	if !res.Blob.ExpiresAt.IsZero() {
-		fact.BlobExpiresAt = envelope.Ptr(res.Blob.ExpiresAt.UTC())
+		fact.BlobExpiresAt = new(res.Blob.ExpiresAt.UTC())
 	}
 	return fact
 }
@@ -133,13 +133,13 @@ func FailedFact(cmd *envelope.ContentFetch, reason envelope.Reason, detail strin
 		Terminal:      true,
 	}
 	if statusCode > 0 {
-		fact.StatusCode = envelope.Ptr(statusCode)
+		fact.StatusCode = new(statusCode)
 	}
 	if attempts > 0 {
-		fact.Attempts = envelope.Ptr(attempts)
+		fact.Attempts = new(attempts)
 	}
 	if detail != "" {
-		fact.Detail = envelope.Ptr(envelope.BoundDetail(detail))
+		fact.Detail = new(envelope.BoundDetail(detail))
 	}
 	return fact
 }

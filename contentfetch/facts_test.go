@@ -44,21 +44,21 @@ func TestPassthrough(t *testing.T) {
 		in   string
 		want *string
 	}{
-		{name: "surrounding space stripped, nothing inside touched", in: "  W/\"a b\"\t", want: envelope.Ptr(`W/"a b"`)},
+		{name: "surrounding space stripped, nothing inside touched", in: "  W/\"a b\"\t", want: new(`W/"a b"`)},
 		{name: "absent", in: "", want: nil},
 		{name: "blank", in: " \t ", want: nil},
 		{name: "only separators Python strips", in: "\x1c\x1d\x1e\x1f", want: nil},
-		{name: "1024 ASCII characters", in: strings.Repeat("a", 1024), want: envelope.Ptr(strings.Repeat("a", 1024))},
+		{name: "1024 ASCII characters", in: strings.Repeat("a", 1024), want: new(strings.Repeat("a", 1024))},
 		{name: "1025 ASCII characters", in: strings.Repeat("a", 1025), want: nil},
 		// Characters, not bytes: 1024 two-byte characters are 2048 bytes.
-		{name: "1024 UTF-8 characters", in: strings.Repeat("é", 1024), want: envelope.Ptr(strings.Repeat("é", 1024))},
+		{name: "1024 UTF-8 characters", in: strings.Repeat("é", 1024), want: new(strings.Repeat("é", 1024))},
 		{name: "1025 UTF-8 characters", in: strings.Repeat("é", 1025), want: nil},
-		{name: "length counted after the strip", in: " " + strings.Repeat("a", 1024) + "\x1f", want: envelope.Ptr(strings.Repeat("a", 1024))},
+		{name: "length counted after the strip", in: " " + strings.Repeat("a", 1024) + "\x1f", want: new(strings.Repeat("a", 1024))},
 		// Bytes that are not UTF-8 read as ISO-8859-1, one character each.
-		{name: "ISO-8859-1 byte", in: "text/plain; name=caf\xe9", want: envelope.Ptr("text/plain; name=café")},
-		{name: "1024 ISO-8859-1 bytes", in: strings.Repeat("\xe9", 1024), want: envelope.Ptr(strings.Repeat("é", 1024))},
+		{name: "ISO-8859-1 byte", in: "text/plain; name=caf\xe9", want: new("text/plain; name=café")},
+		{name: "1024 ISO-8859-1 bytes", in: strings.Repeat("\xe9", 1024), want: new(strings.Repeat("é", 1024))},
 		{name: "1025 ISO-8859-1 bytes", in: strings.Repeat("\xe9", 1025), want: nil},
-		{name: "ISO-8859-1 no-break space is stripped", in: "text/plain\xa0", want: envelope.Ptr("text/plain")},
+		{name: "ISO-8859-1 no-break space is stripped", in: "text/plain\xa0", want: new("text/plain")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,17 +79,17 @@ func TestReplayable(t *testing.T) {
 		in   string
 		want *string
 	}{
-		{name: "strong etag", in: `"abc"`, want: envelope.Ptr(`"abc"`)},
-		{name: "weak etag kept verbatim", in: ` W/"abc" `, want: envelope.Ptr(`W/"abc"`)},
-		{name: "http-date", in: "Sun, 29 Nov 2026 23:18:58 GMT", want: envelope.Ptr("Sun, 29 Nov 2026 23:18:58 GMT")},
+		{name: "strong etag", in: `"abc"`, want: new(`"abc"`)},
+		{name: "weak etag kept verbatim", in: ` W/"abc" `, want: new(`W/"abc"`)},
+		{name: "http-date", in: "Sun, 29 Nov 2026 23:18:58 GMT", want: new("Sun, 29 Nov 2026 23:18:58 GMT")},
 		// Python's strip removes \x1c-\x1f, so the reference publishes what is
 		// left, and what is left satisfies the byte rule.
-		{name: "trailing unit separator stripped", in: "\"abc\"\x1f", want: envelope.Ptr(`"abc"`)},
-		{name: "leading file separator stripped", in: "\x1c\"abc\"", want: envelope.Ptr(`"abc"`)},
+		{name: "trailing unit separator stripped", in: "\"abc\"\x1f", want: new(`"abc"`)},
+		{name: "leading file separator stripped", in: "\x1c\"abc\"", want: new(`"abc"`)},
 		{name: "interior separator", in: "\"a\x1fb\"", want: nil},
 		{name: "interior tab", in: "\"a\tb\"", want: nil},
-		{name: "UTF-8 no-break space stripped", in: "\"abc\"\u00a0", want: envelope.Ptr(`"abc"`)},
-		{name: "ideographic space stripped", in: "\u3000\"abc\"", want: envelope.Ptr(`"abc"`)},
+		{name: "UTF-8 no-break space stripped", in: "\"abc\"\u00a0", want: new(`"abc"`)},
+		{name: "ideographic space stripped", in: "\u3000\"abc\"", want: new(`"abc"`)},
 		{name: "UTF-8 inside", in: `"café"`, want: nil},
 		{name: "obs-text inside", in: "\"caf\xe9\"", want: nil},
 		{name: "obs-text no-break space at the end", in: "Sun, 29 Nov 2026 \xa0", want: nil},
@@ -152,23 +152,23 @@ func TestFactHeaderEncoding(t *testing.T) {
 		{
 			name:     "all UTF-8",
 			header:   http.Header{"Content-Type": {"text/plain; name=café"}, "Etag": {"\"abc\"\u00a0"}},
-			wantRaw:  envelope.Ptr("text/plain; name=café"),
+			wantRaw:  new("text/plain; name=café"),
 			wantType: "text/plain",
-			wantETag: envelope.Ptr(`"abc"`),
+			wantETag: new(`"abc"`),
 		},
 		{
 			name:     "ISO-8859-1 content type",
 			header:   http.Header{"Content-Type": {"Text/Caf\xe9; name=caf\xe9"}, "Etag": {`"abc"`}},
-			wantRaw:  envelope.Ptr("Text/Café; name=café"),
+			wantRaw:  new("Text/Café; name=café"),
 			wantType: "text/café",
-			wantETag: envelope.Ptr(`"abc"`),
+			wantETag: new(`"abc"`),
 		},
 		{
 			// One stray byte elsewhere makes httpx read every header as
 			// ISO-8859-1, UTF-8 Content-Type included.
 			name:     "another header not UTF-8",
 			header:   http.Header{"Content-Type": {"text/plain; name=café"}, "Etag": {"\"abc\"\u00a0"}, "Server": {"caf\xe9"}},
-			wantRaw:  envelope.Ptr("text/plain; name=cafÃ©"),
+			wantRaw:  new("text/plain; name=cafÃ©"),
 			wantType: "text/plain",
 			wantETag: nil, // "\"abc\"Â" once the no-break space is stripped
 		},

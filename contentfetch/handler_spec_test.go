@@ -281,8 +281,8 @@ func TestHandleDefaultHeadersOnTheWire(t *testing.T) {
 	zw.Close()
 	encoded := gz.Bytes()
 
-	if !strings.Contains(fetch.DefaultUserAgent, "replicator") || !strings.Contains(fetch.DefaultUserAgent, fetch.Version) {
-		t.Errorf("DefaultUserAgent = %q, want it to name the project and version %s", fetch.DefaultUserAgent, fetch.Version)
+	if ua, want := fetch.DefaultUserAgent(), "replicator-go/"+fetch.Version()+" (+https://github.com/replicator-go/replicator)"; ua != want {
+		t.Errorf("DefaultUserAgent() = %q, want %q", ua, want)
 	}
 
 	origin := startWireOrigin(t, func(conn net.Conn, _ string) {
@@ -300,15 +300,15 @@ func TestHandleDefaultHeadersOnTheWire(t *testing.T) {
 		wantStored  []byte
 		description string
 	}{
-		{name: "defaults", wantUA: fetch.DefaultUserAgent, wantAE: "gzip", wantStored: decoded, description: "decoded"},
+		{name: "defaults", wantUA: fetch.DefaultUserAgent(), wantAE: "gzip", wantStored: decoded, description: "decoded"},
 		{name: "issuer user-agent, lower-case", headers: map[string]string{"user-agent": "issuer-bot/2.1"},
 			wantUA: "issuer-bot/2.1", wantAE: "gzip", wantStored: decoded, description: "decoded"},
 		{name: "issuer user-agent, mixed case", headers: map[string]string{"User-AGENT": "issuer-bot/2.2"},
 			wantUA: "issuer-bot/2.2", wantAE: "gzip", wantStored: decoded, description: "decoded"},
 		{name: "issuer accept-encoding", headers: map[string]string{"accept-encoding": "gzip"},
-			wantUA: fetch.DefaultUserAgent, wantAE: "gzip", wantStored: decoded, description: "decoded"},
+			wantUA: fetch.DefaultUserAgent(), wantAE: "gzip", wantStored: decoded, description: "decoded"},
 		{name: "issuer Accept-Encoding, other value", headers: map[string]string{"Accept-Encoding": "gzip, br"},
-			wantUA: fetch.DefaultUserAgent, wantAE: "gzip, br", wantStored: decoded, description: "decoded"},
+			wantUA: fetch.DefaultUserAgent(), wantAE: "gzip, br", wantStored: decoded, description: "decoded"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

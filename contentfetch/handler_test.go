@@ -16,6 +16,7 @@ import (
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/internal/hosts"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 	"github.com/replicator-go/replicator/sink"
@@ -44,11 +45,11 @@ func TestHandleStoresBodyAndPublishesEnrichedFact(t *testing.T) {
 		URL:                cmd.URL,
 		CommandID:          "01JCMD",
 		InfoSourceID:       "source-7",
-		FinalURL:           envelope.Ptr(cmd.URL),
-		StatusCode:         envelope.Ptr(200),
-		ContentTypeRaw:     envelope.Ptr("Text/HTML; charset=utf-8"),
-		ETag:               envelope.Ptr(`W/"abc"`),
-		LastModified:       envelope.Ptr("Sun, 29 Nov 2026 23:18:58 GMT"),
+		FinalURL:           new(cmd.URL),
+		StatusCode:         new(200),
+		ContentTypeRaw:     new("Text/HTML; charset=utf-8"),
+		ETag:               new(`W/"abc"`),
+		LastModified:       new("Sun, 29 Nov 2026 23:18:58 GMT"),
 	}
 	got := out.Fact.(*envelope.BlobAvailable)
 	if diff := cmp.Diff(want, got, fetchenv.IgnoreFactTimes); diff != "" {
@@ -107,7 +108,7 @@ func TestHandleStatusClasses(t *testing.T) {
 			switch tt.wantKind {
 			case contentfetch.Permanent, contentfetch.NotModified:
 				want := &envelope.FetchFailed{SchemaVersion: 1, CommandID: "01JCMD", URL: cmd.URL, InfoSourceID: "source-7",
-					Reason: tt.wantReason, Terminal: true, StatusCode: envelope.Ptr(tt.status)}
+					Reason: tt.wantReason, Terminal: true, StatusCode: new(tt.status)}
 				if diff := cmp.Diff(want, out.Fact, fetchenv.IgnoreFactTimes); diff != "" {
 					t.Errorf("fact mismatch (-want +got):\n%s", diff)
 				}
@@ -157,11 +158,11 @@ func TestHandleRefusesBadRequestOptionsBeforeAnyRequest(t *testing.T) {
 		{name: "obs-text", headers: map[string]string{"x-a": "caf\xe9"}},
 		{name: "too many", headers: tooMany},
 		{name: "too many bytes", headers: map[string]string{"x-big": strings.Repeat("v", guard.MaxHeaderBytes)}},
-		{name: "zero timeout", timeout: envelope.Ptr(0.0)},
-		{name: "negative timeout", timeout: envelope.Ptr(-1.0)},
-		{name: "NaN timeout", timeout: envelope.Ptr(math.NaN())},
-		{name: "infinite timeout", timeout: envelope.Ptr(math.Inf(1))},
-		{name: "timeout over the maximum", timeout: envelope.Ptr(121.0)},
+		{name: "zero timeout", timeout: new(0.0)},
+		{name: "negative timeout", timeout: new(-1.0)},
+		{name: "NaN timeout", timeout: new(math.NaN())},
+		{name: "infinite timeout", timeout: new(math.Inf(1))},
+		{name: "timeout over the maximum", timeout: new(121.0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -199,7 +200,7 @@ func TestHandleRefusesUnfetchableURLs(t *testing.T) {
 func TestHandleRefusesDeniedDestinations(t *testing.T) {
 	h := fetchenv.New(t, testenv.Status(200, nil, "never"), fetchenv.Options{})
 	// A guard with no allow-list: loopback is denied like any private range.
-	strict := fetch.New(fetch.Options{Guard: guard.New(guard.Options{Resolver: guard.StaticResolver{Hosts: fetchenv.Hosts}})})
+	strict := fetch.New(fetch.Options{Guard: guard.New(guard.Options{Resolver: hosts.Resolver{Table: fetchenv.Hosts}})})
 	t.Cleanup(strict.Close)
 	strictHandler := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: strict, Sink: h.Sink})
 	tests := []struct {
@@ -405,13 +406,13 @@ func TestHandleMalformedResponses(t *testing.T) {
 		wantMedia string
 		wantRaw   *string
 	}{
-		{path: "/300-headers", wantMedia: "text/plain", wantRaw: envelope.Ptr("text/plain; charset=utf-8")},
+		{path: "/300-headers", wantMedia: "text/plain", wantRaw: new("text/plain; charset=utf-8")},
 		// Only the part before ';' makes media_type; the whole value is past
 		// the passthrough bound, so content_type_raw is null.
 		{path: "/long-type", wantMedia: "text/plain"},
-		{path: "/etag-obs-text", wantMedia: "text/plain", wantRaw: envelope.Ptr("text/plain; charset=utf-8")},
-		{path: "/blank-headers", wantMedia: fetch.DefaultMediaType},
-		{path: "/long-etag", wantMedia: "text/plain", wantRaw: envelope.Ptr("text/plain; charset=utf-8")},
+		{path: "/etag-obs-text", wantMedia: "text/plain", wantRaw: new("text/plain; charset=utf-8")},
+		{path: "/blank-headers", wantMedia: sink.DefaultMediaType},
+		{path: "/long-etag", wantMedia: "text/plain", wantRaw: new("text/plain; charset=utf-8")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
@@ -438,7 +439,7 @@ func TestHandleHeadersOnTheWire(t *testing.T) {
 	t.Run("default user-agent", func(t *testing.T) {
 		h.Handle(t, fetchenv.Command(h.URL("origin.test", "/")))
 		got := h.Origin.Requests()
-		if ua := got[len(got)-1].Header.Values("User-Agent"); len(ua) != 1 || ua[0] != fetch.DefaultUserAgent {
+		if ua := got[len(got)-1].Header.Values("User-Agent"); len(ua) != 1 || ua[0] != fetch.DefaultUserAgent() {
 			t.Errorf("User-Agent lines = %q, want one default", ua)
 		}
 	})

@@ -18,12 +18,12 @@ func fullBlob() *envelope.BlobAvailable {
 		URL:                "https://example.test/a?b=1&c=2",
 		CommandID:          cid,
 		InfoSourceID:       "isrc-01JQ8Z",
-		FinalURL:           envelope.Ptr("https://example.test/a/landing"),
-		StatusCode:         envelope.Ptr(200),
+		FinalURL:           new("https://example.test/a/landing"),
+		StatusCode:         new(200),
 		FetchedAt:          ptrTime("2026-11-29T23:18:59.987654Z"),
-		ContentTypeRaw:     envelope.Ptr("text/html; charset=utf-8"),
-		ETag:               envelope.Ptr(`W/"v1-abc"`),
-		LastModified:       envelope.Ptr("Sun, 29 Nov 2026 20:00:00 GMT"),
+		ContentTypeRaw:     new("text/html; charset=utf-8"),
+		ETag:               new(`W/"v1-abc"`),
+		LastModified:       new("Sun, 29 Nov 2026 20:00:00 GMT"),
 		BlobExpiresAt:      ptrTime("2026-12-06T23:18:59.900001Z"),
 	}
 }

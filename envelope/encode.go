@@ -113,7 +113,7 @@ func ToWire(m Model) (map[string]string, error) {
 		return nil, err
 	}
 	fields := make(map[string]string, len(f))
-	for i, name := range FrameFields {
+	for i, name := range FrameFields() {
 		fields[name] = f[i]
 	}
 	return fields, nil

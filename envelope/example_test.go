@@ -16,7 +16,7 @@ func ExampleToWire() {
 		URL:            "https://example.test/a",
 		InfoSourceID:   "isrc-01JQ8Z",
 		Headers:        map[string]string{"accept": "text/html"},
-		TimeoutSeconds: envelope.Ptr(30.0),
+		TimeoutSeconds: new(30.0),
 	}
 	fields, err := envelope.ToWire(cmd)
 	if err != nil {
@@ -133,7 +133,7 @@ func ExampleToWire_replicationFailed() {
 		InfoSourceID:      "isrc-1",
 		Reason:            envelope.ReplicateReasonAliasUnknown,
 		Terminal:          true,
-		Detail:            envelope.Ptr("the alias named by this command is not provisioned on this host"),
+		Detail:            new("the alias named by this command is not provisioned on this host"),
 	}
 	fields, err := envelope.ToWire(fact)
 	if err != nil {
@@ -163,14 +163,14 @@ func ExampleToFrame() {
 		InfoSourceID:  "isrc-01JQ8Z",
 		Reason:        envelope.ReasonHTTPStatus,
 		Terminal:      true,
-		StatusCode:    envelope.Ptr(404),
+		StatusCode:    new(404),
 	}
 	frame, err := envelope.ToFrame(fact)
 	if err != nil {
 		panic(err)
 	}
 	// XADD the values under FrameFields, in this order.
-	for i, name := range envelope.FrameFields {
+	for i, name := range envelope.FrameFields() {
 		fmt.Printf("%s: %s\n", name, frame[i])
 	}
 	// Output:

@@ -37,7 +37,7 @@ func utc(s string) time.Time {
 	return t.UTC()
 }
 
-func ptrTime(s string) *time.Time { return envelope.Ptr(utc(s)) }
+func ptrTime(s string) *time.Time { return new(utc(s)) }
 
 // pythonGoldens are frames in the co-core shape and the models they must
 // decode to. samePayload marks those whose payload this package writes byte
@@ -60,7 +60,7 @@ var pythonGoldens = []struct {
 				"if-none-match": `"v1-abc"`,
 				"user-agent":    "Watcher/1.0 (+https://example.test/bot)",
 			},
-			TimeoutSeconds: envelope.Ptr(45.0),
+			TimeoutSeconds: new(45.0),
 		},
 		samePayload: true,
 	},
@@ -87,12 +87,12 @@ var pythonGoldens = []struct {
 			URL:                "https://example.test/a?b=1&c=2",
 			CommandID:          cid,
 			InfoSourceID:       "isrc-01JQ8Z",
-			FinalURL:           envelope.Ptr("https://example.test/a/landing"),
-			StatusCode:         envelope.Ptr(200),
+			FinalURL:           new("https://example.test/a/landing"),
+			StatusCode:         new(200),
 			FetchedAt:          ptrTime("2026-11-29T23:18:59.987654Z"),
-			ContentTypeRaw:     envelope.Ptr("text/html; charset=utf-8"),
-			ETag:               envelope.Ptr(`W/"v1-abc"`),
-			LastModified:       envelope.Ptr("Sun, 29 Nov 2026 20:00:00 GMT"),
+			ContentTypeRaw:     new("text/html; charset=utf-8"),
+			ETag:               new(`W/"v1-abc"`),
+			LastModified:       new("Sun, 29 Nov 2026 20:00:00 GMT"),
 			BlobExpiresAt:      ptrTime("2026-12-06T23:18:59.900001Z"),
 		},
 		samePayload: true,
@@ -121,8 +121,8 @@ var pythonGoldens = []struct {
 			InfoSourceID:  "isrc-01JQ8Z",
 			Reason:        envelope.ReasonHTTPStatus,
 			Terminal:      true,
-			StatusCode:    envelope.Ptr(404),
-			Detail:        envelope.Ptr("origin answered 404"),
+			StatusCode:    new(404),
+			Detail:        new("origin answered 404"),
 		},
 		samePayload: true,
 	},
@@ -136,7 +136,7 @@ var pythonGoldens = []struct {
 			InfoSourceID:  "isrc-01JQ8Z",
 			Reason:        envelope.ReasonHandlerError,
 			Terminal:      true,
-			Attempts:      envelope.Ptr(5),
+			Attempts:      new(5),
 		},
 	},
 	{
@@ -145,7 +145,7 @@ var pythonGoldens = []struct {
 			SchemaVersion:      1,
 			OccurredAt:         utc("2026-11-29T22:00:00.000001Z"),
 			Host:               "example.test",
-			MinIntervalSeconds: envelope.Ptr(2.5),
+			MinIntervalSeconds: new(2.5),
 		},
 		samePayload: true,
 	},
@@ -240,7 +240,7 @@ var pythonGoldens = []struct {
 			InfoSourceID:      "isrc-01JQ8Z",
 			Reason:            envelope.ReplicateReasonBlobExpired,
 			Terminal:          true,
-			Detail:            envelope.Ptr("the blob for this command is no longer stored"),
+			Detail:            new("the blob for this command is no longer stored"),
 		},
 		samePayload: true,
 	},
@@ -255,8 +255,8 @@ var pythonGoldens = []struct {
 			InfoSourceID:      "isrc-01JQ8Z",
 			Reason:            envelope.ReplicateReasonHandlerError,
 			Terminal:          true,
-			Attempts:          envelope.Ptr(5),
-			Detail:            envelope.Ptr("ValueError: the provider reported wrote with no public_url"),
+			Attempts:          new(5),
+			Detail:            new("ValueError: the provider reported wrote with no public_url"),
 		},
 	},
 }
@@ -277,7 +277,7 @@ var projectGoldens = []struct {
 			"if-none-match": `"v1-abc"`,
 			"accept":        "text/html",
 		},
-		TimeoutSeconds: envelope.Ptr(45.0),
+		TimeoutSeconds: new(45.0),
 	}},
 	{"content_fetch_nulls", &envelope.ContentFetch{
 		SchemaVersion: 1,
@@ -293,7 +293,7 @@ var projectGoldens = []struct {
 		URL:            "https://example.test/e",
 		InfoSourceID:   "isrc-01JQ8Z",
 		Headers:        map[string]string{},
-		TimeoutSeconds: envelope.Ptr(0.25),
+		TimeoutSeconds: new(0.25),
 	}},
 	{"content_fetch_text", &envelope.ContentFetch{
 		SchemaVersion: 1,
@@ -313,12 +313,12 @@ var projectGoldens = []struct {
 		URL:                "https://example.test/a?b=1&c=2",
 		CommandID:          cid,
 		InfoSourceID:       "isrc-01JQ8Z",
-		FinalURL:           envelope.Ptr("https://example.test/a/landing"),
-		StatusCode:         envelope.Ptr(203),
+		FinalURL:           new("https://example.test/a/landing"),
+		StatusCode:         new(203),
 		FetchedAt:          ptrTime("2026-11-29T23:18:59.987654Z"),
-		ContentTypeRaw:     envelope.Ptr("text/html; charset=utf-8"),
-		ETag:               envelope.Ptr(`W/"v1-abc"`),
-		LastModified:       envelope.Ptr("Sun, 29 Nov 2026 20:00:00 GMT"),
+		ContentTypeRaw:     new("text/html; charset=utf-8"),
+		ETag:               new(`W/"v1-abc"`),
+		LastModified:       new("Sun, 29 Nov 2026 20:00:00 GMT"),
 		BlobExpiresAt:      ptrTime("2026-12-06T23:18:59.900001Z"),
 	}},
 	{"blob_available_nulls", &envelope.BlobAvailable{
@@ -339,8 +339,8 @@ var projectGoldens = []struct {
 		InfoSourceID:  "isrc-01JQ8Z",
 		Reason:        envelope.ReasonHTTPStatus,
 		Terminal:      true,
-		StatusCode:    envelope.Ptr(404),
-		Detail:        envelope.Ptr("origin answered 404"),
+		StatusCode:    new(404),
+		Detail:        new("origin answered 404"),
 	}},
 	{"fetch_failed_attempts", &envelope.FetchFailed{
 		SchemaVersion: 1,
@@ -350,13 +350,13 @@ var projectGoldens = []struct {
 		InfoSourceID:  "isrc-01JQ8Z",
 		Reason:        envelope.ReasonHandlerError,
 		Terminal:      true,
-		Attempts:      envelope.Ptr(5),
+		Attempts:      new(5),
 	}},
 	{"fetch_policy_state", &envelope.FetchPolicyState{
 		SchemaVersion:      1,
 		OccurredAt:         utc("2026-11-29T22:00:00.000001Z"),
 		Host:               "example.test",
-		MinIntervalSeconds: envelope.Ptr(0.0),
+		MinIntervalSeconds: new(0.0),
 	}},
 	{"fetch_policy_state_revoked", &envelope.FetchPolicyState{
 		SchemaVersion: 1,
@@ -438,7 +438,7 @@ var projectGoldens = []struct {
 		InfoSourceID:      "isrc-01JQ8Z",
 		Reason:            envelope.ReplicateReasonDestinationConflict,
 		Terminal:          true,
-		Detail:            envelope.Ptr("the destination already holds different bytes"),
+		Detail:            new("the destination already holds different bytes"),
 	}},
 	{"replication_failed_attempts", &envelope.ReplicationFailed{
 		SchemaVersion:     1,
@@ -449,7 +449,7 @@ var projectGoldens = []struct {
 		InfoSourceID:      "isrc-01JQ8Z",
 		Reason:            envelope.ReplicateReasonHandlerError,
 		Terminal:          true,
-		Attempts:          envelope.Ptr(5),
+		Attempts:          new(5),
 	}},
 }
 
@@ -565,7 +565,7 @@ func TestToFrameIsTheGoldenInOrder(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ToFrame: %v", err)
 			}
-			for i, name := range envelope.FrameFields {
+			for i, name := range envelope.FrameFields() {
 				if frame[i] != golden[name] {
 					t.Errorf("value %d (%s) = %q, the golden says %q", i, name, frame[i], golden[name])
 				}
@@ -576,5 +576,19 @@ func TestToFrameIsTheGoldenInOrder(t *testing.T) {
 		if _, err := envelope.ToFrame(m); !errors.Is(err, envelope.ErrUnencodable) {
 			t.Errorf("ToFrame(%#v) error = %v, want ErrUnencodable", m, err)
 		}
+	}
+}
+
+// FrameFields is the documented order, and what one caller does with its
+// copy is not what the next one sees.
+func TestFrameFieldsOrder(t *testing.T) {
+	want := [6]string{"key", "payload", "event_type", "schema_version", "occurred_at", "content_type"}
+	got := envelope.FrameFields()
+	if got != want {
+		t.Fatalf("FrameFields() = %q, want %q", got, want)
+	}
+	got[0] = "changed"
+	if again := envelope.FrameFields(); again != want {
+		t.Errorf("after a caller changed its copy, FrameFields() = %q", again)
 	}
 }

@@ -262,6 +262,3 @@ const (
 	// Unclassified failures reached the delivery ceiling.
 	ReplicateReasonHandlerError ReplicateReason = "handler_error"
 )
-
-// Ptr returns a pointer to v; handy for the optional fields.
-func Ptr[T any](v T) *T { return &v }

@@ -2,10 +2,11 @@ package envelope
 
 import "time"
 
-// FrameFields are a frame's six fields in the order a publisher writes
-// them.
-var FrameFields = []string{
-	FieldKey, FieldPayload, FieldEventType, FieldSchemaVersion, FieldOccurredAt, FieldContentType,
+// FrameFields returns a frame's six field names in the order a publisher
+// writes them: the order of a Frame's values. The array is a copy, so no
+// caller can change the order another one sees.
+func FrameFields() [6]string {
+	return [6]string{FieldKey, FieldPayload, FieldEventType, FieldSchemaVersion, FieldOccurredAt, FieldContentType}
 }
 
 // Stamp sets a fact's occurred_at to t: a worker stamps each fact as it

@@ -18,12 +18,6 @@ import (
 	"github.com/replicator-go/replicator/sink"
 )
 
-// Version is the project's version, named in the default User-Agent.
-const Version = "0.1.0"
-
-// DefaultUserAgent is sent unless the request sets its own user-agent.
-const DefaultUserAgent = "replicator-go/" + Version + " (+https://github.com/replicator-go/replicator)"
-
 // Defaults for Options fields left zero.
 const (
 	DefaultMaxBodyBytes = 64 << 20
@@ -126,7 +120,7 @@ func New(opts Options) *Fetcher {
 		f.maxRedirects = DefaultMaxRedirects
 	}
 	if f.userAgent == "" {
-		f.userAgent = DefaultUserAgent
+		f.userAgent = DefaultUserAgent()
 	}
 	if f.log == nil {
 		f.log = slog.Default()

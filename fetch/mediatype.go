@@ -5,19 +5,17 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/replicator-go/replicator/sink"
 )
 
-// DefaultMediaType is the media type of a body whose response has no usable
-// Content-Type.
-const DefaultMediaType = "application/octet-stream"
-
 // maxMediaTypeLength bounds a media type, in characters: no real one comes
-// near it, and a longer one is replaced by DefaultMediaType.
+// near it, and a longer one is replaced by sink.DefaultMediaType.
 const maxMediaTypeLength = 1024
 
 // MediaType normalizes a Content-Type header value to the media type a body
 // is stored and announced with: the part before ';', stripped of
-// surrounding white space and lower-cased; DefaultMediaType when absent,
+// surrounding white space and lower-cased; sink.DefaultMediaType when absent,
 // blank, parameter-only or over 1024 characters. A value that is not valid
 // UTF-8 is read as ISO-8859-1, as Result.HeaderText reads it.
 func MediaType(contentType string) string {
@@ -28,7 +26,7 @@ func mediaType(text string) string {
 	mt, _, _ := strings.Cut(text, ";")
 	mt = strings.ToLower(strings.TrimFunc(mt, isPySpace))
 	if mt == "" || utf8.RuneCountInString(mt) > maxMediaTypeLength {
-		return DefaultMediaType
+		return sink.DefaultMediaType
 	}
 	return mt
 }

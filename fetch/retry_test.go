@@ -507,7 +507,7 @@ func TestGetHeaders(t *testing.T) {
 		headers map[string]string
 		want    map[string]string // header → value on the wire; "" means absent
 	}{
-		{name: "defaults", want: map[string]string{"User-Agent": fetch.DefaultUserAgent, "Accept": fetch.DefaultAccept}},
+		{name: "defaults", want: map[string]string{"User-Agent": fetch.DefaultUserAgent(), "Accept": fetch.DefaultAccept}},
 		{name: "caller overrides the defaults", headers: map[string]string{"USER-AGENT": "mine/1", "accept": "text/plain"},
 			want: map[string]string{"User-Agent": "mine/1", "Accept": "text/plain"}},
 		{name: "extra headers, values trimmed", headers: map[string]string{"Authorization": " Bearer t ", "X-Trace": "1"},

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/internal/hosts"
 )
 
 // origin is a real HTTP server on 127.0.0.1 that counts the requests that
@@ -74,12 +75,8 @@ func get(t *testing.T, c *http.Client, rawURL string) error {
 
 func TestHTTPClientThroughDialContext(t *testing.T) {
 	o := newOrigin(t)
-	resolver, err := guard.ParseResolve("origin.test=127.0.0.1,gone.test=127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	delete(resolver.Hosts, "gone.test")
-	loopback, _ := guard.ParseCIDRs("127.0.0.0/8")
+	resolver := hosts.Resolver{Table: map[string][]netip.Addr{"origin.test": {netip.MustParseAddr("127.0.0.1")}}}
+	loopback := prefixes("127.0.0.0/8")
 	strict := guard.New(guard.Options{Resolver: resolver})
 	allowing := guard.New(guard.Options{Resolver: resolver, Allow: loopback})
 	tests := []struct {
@@ -159,8 +156,8 @@ func TestRebindingRefusedAtDial(t *testing.T) {
 // Control hook on the socket; allowing loopback lets the same dial through.
 func TestControlRefusesWhatTheURLCheckDidNotSee(t *testing.T) {
 	o := newOrigin(t)
-	resolver, _ := guard.ParseResolve("origin.test=93.184.215.14")
-	loopback, _ := guard.ParseCIDRs("127.0.0.0/8")
+	resolver := hosts.Resolver{Table: map[string][]netip.Addr{"origin.test": {netip.MustParseAddr("93.184.215.14")}}}
+	loopback := prefixes("127.0.0.0/8")
 	tests := []struct {
 		name  string
 		allow []netip.Prefix
@@ -234,8 +231,11 @@ func TestDialContext(t *testing.T) {
 	o := newOrigin(t)
 	// 127.0.0.2 has nothing listening on the origin's port, so the first
 	// answer is refused by the kernel and the second connects.
-	resolver, _ := guard.ParseResolve("multi.test=127.0.0.2,multi.test=127.0.0.1,v6only.test=::1")
-	loopback, _ := guard.ParseCIDRs("127.0.0.0/8 ::1")
+	resolver := hosts.Resolver{Table: map[string][]netip.Addr{
+		"multi.test":  {netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.1")},
+		"v6only.test": {netip.MustParseAddr("::1")},
+	}}
+	loopback := prefixes("127.0.0.0/8 ::1/128")
 	g := guard.New(guard.Options{Resolver: resolver, Allow: loopback})
 
 	t.Run("falls through to the next address", func(t *testing.T) {

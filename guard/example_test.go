@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"net/url"
 	"time"
 
@@ -67,9 +69,21 @@ func ExampleSanitizeOptions() {
 	// true guard: invalid request options: header "Host": not a header the fetcher sends on an issuer's behalf (hop-by-hop, derived, or proxy-*)
 }
 
+// answers is a guard.Resolver with fixed answers, standing in for DNS.
+type answers map[string]netip.Addr
+
+func (a answers) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if addr, ok := a[host]; ok {
+		return []netip.Addr{addr}, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
 func ExampleGuard_CheckURL() {
-	resolver, _ := guard.ParseResolve("origin.example=93.184.215.14,metadata.example=169.254.169.254")
-	g := guard.New(guard.Options{Resolver: resolver})
+	g := guard.New(guard.Options{Resolver: answers{
+		"origin.example":   netip.MustParseAddr("93.184.215.14"),
+		"metadata.example": netip.MustParseAddr("169.254.169.254"),
+	}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	for _, raw := range []string{

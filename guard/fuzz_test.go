@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/internal/hosts"
 )
 
 // detailPattern is the only text an OptionsError may add after what its
@@ -188,7 +189,7 @@ func FuzzDestination(f *testing.F) {
 	f.Add("１２７.０.０.１%eth0", uint32(0x7f000001), uint32(13))               // no ASCII form (zone)
 	f.Add("example.test", uint32(0x01010101), uint32(6))                  // a name; public
 	f.Add("4294967296", uint32(0xac100001), uint32(7))                    // too big; private
-	resolver := guard.StaticResolver{Hosts: map[string][]netip.Addr{
+	resolver := hosts.Resolver{Table: map[string][]netip.Addr{
 		"localhost":          {netip.MustParseAddr("127.0.0.1")},
 		"xn--bcher-kva.test": {netip.MustParseAddr("10.0.0.7")},
 		"public.test":        {netip.MustParseAddr("93.184.215.14")},
@@ -227,7 +228,7 @@ func FuzzDestination(f *testing.F) {
 					t.Fatalf("CheckHost(%q) = %v but CheckHost(%q) = %v", host, hostErr, name, nameErr)
 				}
 			}
-			switch answers, known := resolver.Hosts[strings.TrimSuffix(strings.ToLower(name), ".")]; {
+			switch answers, known := resolver.Table[hosts.Name(name)]; {
 			case convErr != nil:
 			case ok:
 				want := g.CheckAddr(a) == nil

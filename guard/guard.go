@@ -52,8 +52,8 @@ func (e *RefusedError) Error() string {
 // Unwrap returns ErrRefused.
 func (e *RefusedError) Unwrap() error { return ErrRefused }
 
-// Resolver looks host names up. *net.Resolver satisfies it; so does
-// StaticResolver.
+// Resolver looks host names up. *net.Resolver satisfies it; a fixed table
+// (tests, the worker's REPLICATOR_RESOLVE) can stand in for DNS.
 type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }

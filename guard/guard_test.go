@@ -12,28 +12,33 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/internal/hosts"
 )
 
 // testResolver answers the names the vectors use; anything else is not
 // found, so no test reaches real DNS.
-func testResolver(t *testing.T) guard.StaticResolver {
-	t.Helper()
-	r, err := guard.ParseResolve(strings.Join([]string{
-		"public.test=93.184.215.14",
-		"v6public.test=2606:4700::1111",
-		"mixed.test=93.184.215.14", "mixed.test=10.0.0.5",
-		"localhost=127.0.0.1", "localhost=::1",
-		"metadata.test=169.254.169.254",
-		"mapped.test=::ffff:127.0.0.1",
-		"mappedpublic.test=::ffff:93.184.215.14",
-		"nip.test=169.254.169.254",
-		"xn--bcher-kva.test=10.0.0.7",          // bücher.test
-		"xn--ffentlich-z7a.test=93.184.215.14", // öffentlich.test
-	}, ","))
-	if err != nil {
-		t.Fatalf("ParseResolve: %v", err)
+func testResolver() hosts.Resolver {
+	return hosts.Resolver{Table: map[string][]netip.Addr{
+		"public.test":            {netip.MustParseAddr("93.184.215.14")},
+		"v6public.test":          {netip.MustParseAddr("2606:4700::1111")},
+		"mixed.test":             {netip.MustParseAddr("93.184.215.14"), netip.MustParseAddr("10.0.0.5")},
+		"localhost":              {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")},
+		"metadata.test":          {netip.MustParseAddr("169.254.169.254")},
+		"mapped.test":            {netip.MustParseAddr("::ffff:127.0.0.1")},
+		"mappedpublic.test":      {netip.MustParseAddr("::ffff:93.184.215.14")},
+		"nip.test":               {netip.MustParseAddr("169.254.169.254")},
+		"xn--bcher-kva.test":     {netip.MustParseAddr("10.0.0.7")},      // bücher.test
+		"xn--ffentlich-z7a.test": {netip.MustParseAddr("93.184.215.14")}, // öffentlich.test
+	}}
+}
+
+// prefixes parses a space-separated list of CIDR prefixes.
+func prefixes(s string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, f := range strings.Fields(s) {
+		out = append(out, netip.MustParsePrefix(f))
 	}
-	return r
+	return out
 }
 
 type verdict int
@@ -178,24 +183,20 @@ func TestSSRFVectors(t *testing.T) {
 		{name: "resolver answers mapped public", url: "http://mappedpublic.test/", want: pass},
 		// Operators' allow list.
 		{name: "allow-listed private", url: "http://10.1.2.3/", allow: "10.0.0.0/8", want: pass},
-		{name: "allow-listed single address", url: "http://10.1.2.3/", allow: "10.1.2.3", want: pass},
-		{name: "neighbour of an allowed address", url: "http://10.1.2.4/", allow: "10.1.2.3", want: refused},
+		{name: "allow-listed single address", url: "http://10.1.2.3/", allow: "10.1.2.3/32", want: pass},
+		{name: "neighbour of an allowed address", url: "http://10.1.2.4/", allow: "10.1.2.3/32", want: refused},
 		{name: "allowed loopback through mapping", url: "http://[::ffff:127.0.0.1]/", allow: "127.0.0.0/8", want: pass},
 		{name: "allowed loopback through 6to4", url: "http://[2002:7f00:1::]/", allow: "127.0.0.0/8", want: pass},
 		{name: "allowing v4 loopback leaves ::1", url: "http://[::1]/", allow: "127.0.0.0/8", want: refused},
 		{name: "allowed link-local with zone", url: "http://[fe80::1%25eth0]/", allow: "fe80::/10", want: pass},
 		{name: "mapped allow prefix allows IPv4", url: "http://10.9.9.9/", allow: "::ffff:10.0.0.0/104", want: pass},
-		{name: "allowed name", url: "http://localhost/", allow: "127.0.0.1 ::1", want: pass},
+		{name: "allowed name", url: "http://localhost/", allow: "127.0.0.1/32 ::1/128", want: pass},
 		{name: "name half allowed", url: "http://mixed.test/", allow: "192.0.2.0/24", want: refused},
 	}
-	resolver := testResolver(t)
+	resolver := testResolver()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			allow, err := guard.ParseCIDRs(tt.allow)
-			if err != nil {
-				t.Fatalf("ParseCIDRs(%q): %v", tt.allow, err)
-			}
-			g := guard.New(guard.Options{Allow: allow, Resolver: resolver})
+			g := guard.New(guard.Options{Allow: prefixes(tt.allow), Resolver: resolver})
 			u, err := url.Parse(tt.url)
 			if err != nil {
 				t.Fatalf("url.Parse(%q): %v", tt.url, err)
@@ -219,13 +220,12 @@ func TestSSRFVectors(t *testing.T) {
 }
 
 func TestCheckHostAddresses(t *testing.T) {
-	resolver := testResolver(t)
-	resolver.Hosts["dup.test"] = []netip.Addr{
+	resolver := testResolver()
+	resolver.Table["dup.test"] = []netip.Addr{
 		netip.MustParseAddr("93.184.215.14"), netip.MustParseAddr("::ffff:93.184.215.14"),
 		netip.MustParseAddr("2606:4700::1111"),
 	}
-	allow, _ := guard.ParseCIDRs("127.0.0.0/8,::1,fe80::/10")
-	g := guard.New(guard.Options{Allow: allow, Resolver: resolver})
+	g := guard.New(guard.Options{Allow: prefixes("127.0.0.0/8 ::1/128 fe80::/10"), Resolver: resolver})
 	tests := []struct {
 		host string
 		want []netip.Addr
@@ -279,17 +279,17 @@ func TestCheckHostErrors(t *testing.T) {
 			wantIs: []error{guard.ErrResolve, dnsErr}, wantNot: []error{guard.ErrRefused}},
 		{name: "empty answer", resolver: errResolver{}, ctx: context.Background(), host: "origin.test",
 			wantIs: []error{guard.ErrResolve}, wantNot: []error{guard.ErrRefused}},
-		{name: "cancelled", resolver: testResolver(t), ctx: cancelled, host: "public.test",
+		{name: "cancelled", resolver: testResolver(), ctx: cancelled, host: "public.test",
 			wantIs: []error{context.Canceled}, wantNot: []error{guard.ErrRefused, guard.ErrResolve}},
-		{name: "empty host", resolver: testResolver(t), ctx: context.Background(), host: "",
+		{name: "empty host", resolver: testResolver(), ctx: context.Background(), host: "",
 			wantIs: []error{guard.ErrRefused}, wantNot: []error{guard.ErrResolve}},
-		{name: "host with no ASCII form", resolver: testResolver(t), ctx: context.Background(), host: "bücher-.test",
+		{name: "host with no ASCII form", resolver: testResolver(), ctx: context.Background(), host: "bücher-.test",
 			wantIs: []error{guard.ErrInvalidHost}, wantNot: []error{guard.ErrRefused, guard.ErrResolve}},
-		{name: "host mapping to nothing", resolver: testResolver(t), ctx: context.Background(), host: "\u00ad",
+		{name: "host mapping to nothing", resolver: testResolver(), ctx: context.Background(), host: "\u00ad",
 			wantIs: []error{guard.ErrInvalidHost}, wantNot: []error{guard.ErrRefused, guard.ErrResolve}},
-		{name: "non-ASCII literal with a zone", resolver: testResolver(t), ctx: context.Background(), host: "１２７.０.０.１%eth0",
+		{name: "non-ASCII literal with a zone", resolver: testResolver(), ctx: context.Background(), host: "１２７.０.０.１%eth0",
 			wantIs: []error{guard.ErrInvalidHost}, wantNot: []error{guard.ErrRefused, guard.ErrResolve}},
-		{name: "IDN not found", resolver: testResolver(t), ctx: context.Background(), host: "nicht-gefunden-ü.test",
+		{name: "IDN not found", resolver: testResolver(), ctx: context.Background(), host: "nicht-gefunden-ü.test",
 			wantIs: []error{guard.ErrResolve}, wantNot: []error{guard.ErrRefused, guard.ErrInvalidHost}},
 		{name: "answer with an invalid address", resolver: errResolver{addrs: []netip.Addr{{}}}, ctx: context.Background(), host: "origin.test",
 			wantIs: []error{guard.ErrRefused}},
@@ -448,128 +448,4 @@ func TestParseIPLiteral(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestParseCIDRs(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    []netip.Prefix
-		wantErr string
-	}{
-		{in: "", want: nil},
-		{in: "  ", want: nil},
-		{in: "10.0.0.0/8", want: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}},
-		{in: "10.1.2.3/8, 127.0.0.1 ::1\tfd00::/8", want: []netip.Prefix{
-			netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.1/32"),
-			netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("fd00::/8")}},
-		{in: "10.0.0.0/8,,192.168.0.0/16", want: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.0.0/16")}},
-		{in: "10.0.0.0/8,bogus", wantErr: `guard: allow-list entry "bogus" is not an IP address or CIDR prefix`},
-		{in: "10.0.0.0/33", wantErr: `guard: allow-list entry "10.0.0.0/33" is not a CIDR prefix`},
-		{in: "fe80::1%eth0", wantErr: `guard: allow-list entry "fe80::1%eth0" is not an IP address or CIDR prefix`},
-		{in: "0x7f.1", wantErr: `guard: allow-list entry "0x7f.1" is not an IP address or CIDR prefix`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			got, err := guard.ParseCIDRs(tt.in)
-			if tt.wantErr != "" {
-				if err == nil || err.Error() != tt.wantErr {
-					t.Fatalf("ParseCIDRs(%q) error = %v, want %q", tt.in, err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ParseCIDRs(%q): %v", tt.in, err)
-			}
-			if diff := cmp.Diff(tt.want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
-				t.Errorf("ParseCIDRs mismatch (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestParseResolve(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    map[string][]netip.Addr
-		wantErr string
-	}{
-		{in: "", want: map[string][]netip.Addr{}},
-		{in: "Origin.Test.=127.0.0.1", want: map[string][]netip.Addr{"origin.test": {netip.MustParseAddr("127.0.0.1")}}},
-		{in: "a.test=127.0.0.1,b.test=[::1], a.test=10.0.0.1", want: map[string][]netip.Addr{
-			"a.test": {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("10.0.0.1")},
-			"b.test": {netip.MustParseAddr("::1")},
-		}},
-		{in: "a.test", wantErr: `guard: resolve entry "a.test": want host=ip`},
-		{in: "=127.0.0.1", wantErr: `guard: resolve entry "=127.0.0.1": want host=ip`},
-		{in: "a.test=nope", wantErr: `guard: resolve entry "a.test=nope": "nope" is not an IP address`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			got, err := guard.ParseResolve(tt.in)
-			if tt.wantErr != "" {
-				if err == nil || err.Error() != tt.wantErr {
-					t.Fatalf("ParseResolve(%q) error = %v, want %q", tt.in, err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ParseResolve(%q): %v", tt.in, err)
-			}
-			if diff := cmp.Diff(tt.want, got.Hosts, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
-				t.Errorf("ParseResolve mismatch (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestStaticResolver(t *testing.T) {
-	r, err := guard.ParseResolve("dual.test=127.0.0.1,dual.test=::1,v4.test=::ffff:10.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fallback := guard.StaticResolver{Hosts: map[string][]netip.Addr{"other.test": {netip.MustParseAddr("192.0.2.1")}}}
-	withFallback := r
-	withFallback.Fallback = fallback
-	ctx := context.Background()
-	tests := []struct {
-		name     string
-		resolver guard.StaticResolver
-		network  string
-		host     string
-		want     []netip.Addr
-		notFound bool
-	}{
-		{name: "all families", resolver: r, network: "ip", host: "dual.test", want: []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}},
-		{name: "ip4 only", resolver: r, network: "ip4", host: "dual.test", want: []netip.Addr{netip.MustParseAddr("127.0.0.1")}},
-		{name: "ip6 only", resolver: r, network: "ip6", host: "dual.test", want: []netip.Addr{netip.MustParseAddr("::1")}},
-		{name: "mapped counts as ip4", resolver: r, network: "ip4", host: "v4.test", want: []netip.Addr{netip.MustParseAddr("::ffff:10.0.0.1")}},
-		{name: "case and trailing dot", resolver: r, network: "ip", host: "DUAL.Test.", want: []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}},
-		{name: "unknown without fallback", resolver: r, network: "ip", host: "other.test", notFound: true},
-		{name: "family filtered to nothing", resolver: r, network: "ip6", host: "v4.test", notFound: true},
-		{name: "unknown with fallback", resolver: withFallback, network: "ip", host: "other.test", want: []netip.Addr{netip.MustParseAddr("192.0.2.1")}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.resolver.LookupNetIP(ctx, tt.network, tt.host)
-			if tt.notFound {
-				var dnsErr *net.DNSError
-				if !errors.As(err, &dnsErr) || !dnsErr.IsNotFound {
-					t.Fatalf("LookupNetIP error = %v, want a not-found *net.DNSError", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("LookupNetIP: %v", err)
-			}
-			if diff := cmp.Diff(tt.want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
-				t.Errorf("LookupNetIP mismatch (-want +got):\n%s", diff)
-			}
-		})
-	}
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := r.LookupNetIP(cancelled, "ip", "dual.test"); !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled LookupNetIP = %v, want context.Canceled", err)
-	}
-	var _ guard.Resolver = net.DefaultResolver // *net.Resolver satisfies Resolver
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/internal/hosts"
 )
 
 func TestASCIIHost(t *testing.T) {
@@ -105,10 +106,7 @@ func TestASCIIHostIsWhatNetHTTPDials(t *testing.T) {
 // allowed origin under its ASCII name, and the pre-check agrees.
 func TestIDNThroughDialContext(t *testing.T) {
 	o := newOrigin(t)
-	resolver, err := guard.ParseResolve("xn--bcher-kva.test=127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resolver := hosts.Resolver{Table: map[string][]netip.Addr{"xn--bcher-kva.test": {netip.MustParseAddr("127.0.0.1")}}}
 	allowed := guard.New(guard.Options{Resolver: resolver, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	strict := guard.New(guard.Options{Resolver: resolver})
 	raw := "http://bücher.test:" + o.port() + "/"

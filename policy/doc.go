@@ -81,8 +81,8 @@
 //
 // Package policy/fleet shares spacing and escalation between workers
 // through Redis, falling back to a Local (which follows the fleet's
-// decisions through [Local.Mirror] and lends it its floors), and reads the
-// policy stream into a Table.
+// decisions and lends it its floors and lease), and reads the policy stream
+// into a Table.
 //
 // Time-dependent methods of Local have explicit-time twins ([Local.ReserveAt],
 // [Local.RefusedAt]) so tests and examples need no clock.

@@ -60,7 +60,7 @@ func ExampleTable() {
 		SchemaVersion:      envelope.SchemaVersion,
 		OccurredAt:         at,
 		Host:               "Slow.Example.",
-		MinIntervalSeconds: envelope.Ptr(10.0),
+		MinIntervalSeconds: new(10.0),
 	})
 	fmt.Println("frame:", err)
 	d, ok := floors.Floor("slow.example")

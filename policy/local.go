@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/replicator-go/replicator/policy/internal/fallback"
 )
 
 // Defaults and the escalation curve. The curve is mechanism, not policy: the
@@ -307,25 +309,20 @@ func (l *Local) Tracked() int {
 	return len(l.hosts)
 }
 
-// Decision is a pacing decision made elsewhere for one host, as Mirror
-// takes it: what the fleet pacer learned from Redis.
-type Decision struct {
-	// GoesOut is when the request the decision granted goes out; zero when
-	// it recorded no request.
-	GoesOut time.Time
-	// Escalation is the escalated interval in force; zero when none.
-	Escalation time.Duration
-	// EscalationAge is how long before the decision the refusal that set
-	// Escalation was reported.
-	EscalationAge time.Duration
+func init() {
+	fallback.Of = func(l any) fallback.Local { return (*fleetView)(l.(*Local)) }
 }
 
-// Mirror copies a decision made for host elsewhere (by a fleet pacer, at
-// now) into this pacer, so that a Local serving as the fleet's fallback
-// starts from what this worker last knew, rather than from nothing, when
-// the fleet cannot decide. The host's last request moves to d.GoesOut if
-// that is later, and its escalation becomes d's. An empty host is ignored.
-func (l *Local) Mirror(now time.Time, host string, d Decision) {
+// fleetView is a Local as policy/fleet sees it through
+// policy/internal/fallback: the same pacer, with the methods only the fleet
+// needs.
+type fleetView Local
+
+// Mirror implements fallback.Local: a Local serving as the fleet's
+// fallback starts from what this worker last knew, rather than from
+// nothing, when the fleet cannot decide.
+func (v *fleetView) Mirror(now time.Time, host string, d fallback.Decision) {
+	l := (*Local)(v)
 	host = HostKey(host)
 	if host == "" {
 		return
@@ -350,18 +347,13 @@ func (l *Local) Mirror(now time.Time, host string, d Decision) {
 	}
 }
 
-// Floor returns the floor in force for host: its published floor from the
-// Floors option, else the default interval (0 under None). Escalation is
-// not included. A fleet pacer reads it so that it and its fallback always
-// space a host alike.
-func (l *Local) Floor(host string) time.Duration {
-	return l.floorFor(HostKey(host))
+// Floor implements fallback.Local.
+func (v *fleetView) Floor(host string) time.Duration {
+	return (*Local)(v).floorFor(HostKey(host))
 }
 
-// Lease returns how long a granted request may go without reporting its
-// departure (the Lease option, resolved), so a fleet pacer falling back to
-// this Local leases slots alike.
-func (l *Local) Lease() time.Duration { return l.lease }
+// Lease implements fallback.Local.
+func (v *fleetView) Lease() time.Duration { return v.lease }
 
 // floorFor is the host's published floor, else the default. Read on every
 // decision rather than cached with the host's state.

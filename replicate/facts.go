@@ -33,10 +33,10 @@ func FailedFact(cmd *envelope.ContentReplicate, reason envelope.ReplicateReason,
 		Terminal:          true,
 	}
 	if attempts > 0 {
-		fact.Attempts = envelope.Ptr(attempts)
+		fact.Attempts = new(attempts)
 	}
 	if detail != "" {
-		fact.Detail = envelope.Ptr(envelope.BoundDetail(detail))
+		fact.Detail = new(envelope.BoundDetail(detail))
 	}
 	return fact
 }

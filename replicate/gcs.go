@@ -9,16 +9,14 @@ import (
 	"net/http"
 
 	"cloud.google.com/go/storage"
+
+	"github.com/replicator-go/replicator/sink"
 )
 
 // PublicURLBase is where public_url points: the form the reference's GCS
 // client gives an object (Blob.public_url), whether or not the object is
 // publicly readable.
 const PublicURLBase = "https://storage.googleapis.com"
-
-// DefaultMediaType is the content type of a copy whose command gave an
-// empty media_type, so the provider never guesses one.
-const DefaultMediaType = "application/octet-stream"
 
 // The object_options a gcs write reads. Any other member is another
 // provider's or an issuer's own, and is ignored, not forwarded.
@@ -46,7 +44,8 @@ type object struct {
 func gcsObject(key, mediaType string, opts map[string]any) (object, error) {
 	o := object{key: key, contentType: mediaType}
 	if o.contentType == "" {
-		o.contentType = DefaultMediaType
+		// An empty media_type: the provider must never guess one.
+		o.contentType = sink.DefaultMediaType
 	}
 	for _, opt := range [...]struct {
 		name string

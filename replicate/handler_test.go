@@ -151,8 +151,8 @@ func TestEmptyMediaTypeIsNeverGuessed(t *testing.T) {
 	if out.Kind != replicate.Complete {
 		t.Fatalf("outcome %v: %v", out.Kind, out.Err)
 	}
-	if got := object(t, destBucket, b.Prefix+"/page.html").ContentType; got != replicate.DefaultMediaType {
-		t.Errorf("content type %q, want %q", got, replicate.DefaultMediaType)
+	if got := object(t, destBucket, b.Prefix+"/page.html").ContentType; got != sink.DefaultMediaType {
+		t.Errorf("content type %q, want %q", got, sink.DefaultMediaType)
 	}
 }
 
@@ -963,13 +963,13 @@ func TestFailedFact(t *testing.T) {
 			name: "handler_error with attempts", reason: envelope.ReplicateReasonHandlerError, detail: "boom", attempts: 5,
 			want: &envelope.ReplicationFailed{SchemaVersion: 1, OccurredAt: at, CommandID: "rep-1", InfoItemRepSpecID: "iirs-1",
 				SourceRevisionID: "rev-1", InfoSourceID: "isrc-1", Reason: "handler_error", Terminal: true,
-				Attempts: envelope.Ptr(5), Detail: envelope.Ptr("boom")},
+				Attempts: new(5), Detail: new("boom")},
 		},
 		{
 			name: "unsupported_schema_version, no attempts", reason: envelope.ReplicateReasonUnsupportedSchemaVersion, detail: "schema_version=2",
 			want: &envelope.ReplicationFailed{SchemaVersion: 1, OccurredAt: at, CommandID: "rep-1", InfoItemRepSpecID: "iirs-1",
 				SourceRevisionID: "rev-1", InfoSourceID: "isrc-1", Reason: "unsupported_schema_version", Terminal: true,
-				Detail: envelope.Ptr("schema_version=2")},
+				Detail: new("schema_version=2")},
 		},
 		{
 			name: "no detail is null", reason: envelope.ReplicateReasonBlobExpired,
@@ -980,7 +980,7 @@ func TestFailedFact(t *testing.T) {
 			name: "a long detail is cut on a character", reason: envelope.ReplicateReasonHandlerError, detail: long,
 			want: &envelope.ReplicationFailed{SchemaVersion: 1, OccurredAt: at, CommandID: "rep-1", InfoItemRepSpecID: "iirs-1",
 				SourceRevisionID: "rev-1", InfoSourceID: "isrc-1", Reason: "handler_error", Terminal: true,
-				Detail: envelope.Ptr(long[:replicate.MaxDetailLength-4] + "…")},
+				Detail: new(long[:replicate.MaxDetailLength-4] + "…")},
 		},
 	}
 	for _, tc := range tests {

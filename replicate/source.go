@@ -58,7 +58,7 @@ func fingerprintIn(blobURI string) string {
 	}
 	p := u.EscapedPath()
 	stem := strings.TrimSuffix(p[strings.LastIndexByte(p, '/')+1:], ".bin")
-	if !sink.ValidFingerprint(stem) {
+	if sink.CheckFingerprint(stem) != nil {
 		return ""
 	}
 	return stem

@@ -70,11 +70,9 @@ func Sum(b []byte, limit int64) (fingerprint string, n int64, err error) {
 
 func tooLarge(limit int64) error { return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit) }
 
-// ValidFingerprint reports whether s has the shape of a fingerprint: 64
-// lowercase hex digits. Backends check it before turning a fingerprint into
-// a path or an object name, so a caller-supplied string can never name
-// anything but a blob.
-func ValidFingerprint(s string) bool {
+// validFingerprint reports whether s has the shape of a fingerprint: 64
+// lowercase hex digits.
+func validFingerprint(s string) bool {
 	if len(s) != sha256.Size*2 {
 		return false
 	}
@@ -87,10 +85,13 @@ func ValidFingerprint(s string) bool {
 	return true
 }
 
-// CheckFingerprint returns nil for a valid fingerprint and otherwise an
-// error wrapping ErrNotFound: a malformed fingerprint names no blob.
+// CheckFingerprint returns nil when s has the shape of a fingerprint, 64
+// lowercase hex digits, and otherwise an error wrapping ErrNotFound: a
+// malformed fingerprint names no blob. Backends check it before turning a
+// fingerprint into a path or an object name, so a caller-supplied string
+// can never name anything but a blob.
 func CheckFingerprint(s string) error {
-	if ValidFingerprint(s) {
+	if validFingerprint(s) {
 		return nil
 	}
 	return fmt.Errorf("%w: malformed fingerprint %q", ErrNotFound, truncate(s, 80))

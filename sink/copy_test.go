@@ -79,7 +79,7 @@ func TestSumAgreesWithCopy(t *testing.T) {
 	}
 }
 
-func TestValidFingerprint(t *testing.T) {
+func TestCheckFingerprint(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		want bool
@@ -91,13 +91,15 @@ func TestValidFingerprint(t *testing.T) {
 		{strings.Repeat("0", 65), false},
 		{"../" + strings.Repeat("0", 61), false},
 		{"", false},
+		{"nope", false},
 	} {
-		if got := sink.ValidFingerprint(tc.in); got != tc.want {
-			t.Errorf("ValidFingerprint(%q) = %v, want %v", tc.in, got, tc.want)
+		err := sink.CheckFingerprint(tc.in)
+		if tc.want && err != nil {
+			t.Errorf("CheckFingerprint(%q) = %v, want nil", tc.in, err)
 		}
-	}
-	if err := sink.CheckFingerprint("nope"); !errors.Is(err, sink.ErrNotFound) {
-		t.Errorf("CheckFingerprint(nope) = %v, want ErrNotFound", err)
+		if !tc.want && !errors.Is(err, sink.ErrNotFound) {
+			t.Errorf("CheckFingerprint(%q) = %v, want ErrNotFound", tc.in, err)
+		}
 	}
 }
 

@@ -59,8 +59,11 @@ type Sink interface {
 	Open(ctx context.Context, fingerprint string) (io.ReadCloser, error)
 }
 
-// DefaultMediaType is what a blob stored without a media type is recorded
-// as by a backend that records one.
+// DefaultMediaType is the media type of bytes whose type is not known: what
+// a blob stored without a media type is recorded as by a backend that
+// records one, what blob_available announces for a response with no usable
+// Content-Type, and a replicated copy's content type when its command
+// names none.
 const DefaultMediaType = "application/octet-stream"
 
 // PutOptions describes a store beyond its bytes. The zero value is a store

@@ -120,13 +120,13 @@ func TestPolicyCommandPublishesDecodableFrames(t *testing.T) {
 		want *envelope.FetchPolicyState
 	}{
 		{args: []string{"policy", "set", "Example.COM.", "2.5"},
-			want: &envelope.FetchPolicyState{SchemaVersion: 1, Host: "example.com", MinIntervalSeconds: envelope.Ptr(2.5)}},
+			want: &envelope.FetchPolicyState{SchemaVersion: 1, Host: "example.com", MinIntervalSeconds: new(2.5)}},
 		{args: []string{"policy", "set", "[2001:DB8::1]", "0"},
-			want: &envelope.FetchPolicyState{SchemaVersion: 1, Host: "2001:db8::1", MinIntervalSeconds: envelope.Ptr(0.0)}},
+			want: &envelope.FetchPolicyState{SchemaVersion: 1, Host: "2001:db8::1", MinIntervalSeconds: new(0.0)}},
 		{args: []string{"policy", "set", "Bücher.test.", "3"},
-			want: &envelope.FetchPolicyState{SchemaVersion: 1, Host: "xn--bcher-kva.test", MinIntervalSeconds: envelope.Ptr(3.0)}},
+			want: &envelope.FetchPolicyState{SchemaVersion: 1, Host: "xn--bcher-kva.test", MinIntervalSeconds: new(3.0)}},
 		{args: []string{"policy", "set", "2130706433", "4"},
-			want: &envelope.FetchPolicyState{SchemaVersion: 1, Host: "127.0.0.1", MinIntervalSeconds: envelope.Ptr(4.0)}},
+			want: &envelope.FetchPolicyState{SchemaVersion: 1, Host: "127.0.0.1", MinIntervalSeconds: new(4.0)}},
 		{args: []string{"policy", "--redis-url", srv.URL(), "revoke", "example.com"},
 			want: &envelope.FetchPolicyState{SchemaVersion: 1, Host: "example.com", Revoked: true}},
 	}
@@ -271,7 +271,7 @@ func TestSeedCommand(t *testing.T) {
 				t.Fatalf("entry %s: %v", e.ID, err)
 			}
 			want := &envelope.ContentFetch{SchemaVersion: 1, CommandID: ids[i], URL: []string{"https://a.example/1", "https://b.example/2"}[i],
-				InfoSourceID: "src-1", Headers: map[string]string{"Accept": "text/html"}, TimeoutSeconds: envelope.Ptr(12.5)}
+				InfoSourceID: "src-1", Headers: map[string]string{"Accept": "text/html"}, TimeoutSeconds: new(12.5)}
 			if diff := cmp.Diff(want, cmd, cmpopts.IgnoreFields(envelope.ContentFetch{}, "OccurredAt")); diff != "" {
 				t.Errorf("command %d (-want +got):\n%s", i, diff)
 			}
@@ -374,13 +374,13 @@ func answerCommands(ctx context.Context, c rueidis.Client, cursor string) {
 			switch u, _ := url.Parse(cmd.URL); u.Hostname() {
 			case "ok.example":
 				fact = &envelope.BlobAvailable{OccurredAt: time.Now(), ContentFingerprint: strings.Repeat("b", 64), BlobURI: "file:///blobs/x",
-					SizeBytes: 5, MediaType: "text/plain", URL: cmd.URL, CommandID: cmd.CommandID, InfoSourceID: cmd.InfoSourceID, StatusCode: envelope.Ptr(200)}
+					SizeBytes: 5, MediaType: "text/plain", URL: cmd.URL, CommandID: cmd.CommandID, InfoSourceID: cmd.InfoSourceID, StatusCode: new(200)}
 			case "same.example":
 				fact = &envelope.FetchFailed{OccurredAt: time.Now(), CommandID: cmd.CommandID, URL: cmd.URL, InfoSourceID: cmd.InfoSourceID,
-					Reason: envelope.ReasonNotModified, Terminal: true, StatusCode: envelope.Ptr(304)}
+					Reason: envelope.ReasonNotModified, Terminal: true, StatusCode: new(304)}
 			default:
 				fact = &envelope.FetchFailed{OccurredAt: time.Now(), CommandID: cmd.CommandID, URL: cmd.URL, InfoSourceID: cmd.InfoSourceID,
-					Reason: envelope.ReasonHTTPStatus, Terminal: true, StatusCode: envelope.Ptr(404), Detail: envelope.Ptr("gone")}
+					Reason: envelope.ReasonHTTPStatus, Terminal: true, StatusCode: new(404), Detail: new("gone")}
 			}
 			publish(ctx, c, streamFacts, fact)
 		}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/loop"
 )
 
@@ -322,9 +321,9 @@ var settings = []setting{
 	{name: "REPLICATOR_ALLOW_CIDRS", def: "", blank: blankDefault,
 		help: "CIDRs the destination guard lets through (private origins, tests)",
 		set: func(c *Config, v string) error {
-			p, err := guard.ParseCIDRs(v)
+			p, err := parseCIDRs(v)
 			if err != nil {
-				return errors.New(strings.TrimPrefix(err.Error(), "guard: "))
+				return err
 			}
 			c.AllowCIDRs = p
 			return nil
@@ -349,8 +348,8 @@ var settings = []setting{
 	{name: "REPLICATOR_RESOLVE", def: "", blank: blankDefault,
 		help: "test/dev only: host=ip pairs answering DNS (the guard still judges them)",
 		set: func(c *Config, v string) error {
-			if _, err := guard.ParseResolve(v); err != nil {
-				return errors.New(strings.TrimPrefix(err.Error(), "guard: "))
+			if _, err := parseResolve(v); err != nil {
+				return err
 			}
 			c.Resolve = v
 			return nil

@@ -58,7 +58,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "replicator fetch: %v\n", err)
 		return 2
 	}
-	prefixes, err := guard.ParseCIDRs(strings.Join(allow, ","))
+	prefixes, err := parseCIDRs(strings.Join(allow, ","))
 	if err != nil {
 		fmt.Fprintf(stderr, "replicator fetch: --allow-cidr: %v\n", err)
 		return 2
@@ -112,7 +112,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func guardOptions(allow []netip.Prefix, resolve string) (guard.Options, error) {
 	opts := guard.Options{Allow: allow}
 	if strings.TrimSpace(resolve) != "" {
-		r, err := guard.ParseResolve(resolve)
+		r, err := parseResolve(resolve)
 		if err != nil {
 			return opts, err
 		}

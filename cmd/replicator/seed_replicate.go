@@ -13,6 +13,7 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/replicate"
+	"github.com/replicator-go/replicator/sink"
 )
 
 const seedReplicateDescription = `Publishes one content_replicate command to content.replicate (or --stream),
@@ -44,7 +45,7 @@ func runSeedReplicate(ctx context.Context, args []string, stdout, stderr io.Writ
 	alias := fs.String("alias", "", "credentials_alias: the provisioned store to write (required)")
 	provider := fs.String("provider", replicate.ProviderGCS, "the alias's `provider`")
 	destination := fs.String("destination", "", "the object `key` under the alias's root (required)")
-	mediaType := fs.String("media-type", replicate.DefaultMediaType, "the copy's content `type`")
+	mediaType := fs.String("media-type", sink.DefaultMediaType, "the copy's content `type`")
 	cacheControl := fs.String("cache-control", "", "gcs object option cache_control")
 	disposition := fs.String("content-disposition", "", "gcs object option content_disposition")
 	storageClass := fs.String("storage-class", "", "gcs object option storage_class")

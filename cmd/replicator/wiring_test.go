@@ -103,7 +103,7 @@ func TestWorkerAppliesReplayedFetchPolicy(t *testing.T) {
 	// batches (400 of fleet.DefaultBatchSize entries).
 	const fillers = 200000
 	fields, err := envelope.ToWire(&envelope.FetchPolicyState{SchemaVersion: envelope.SchemaVersion, OccurredAt: time.Now(),
-		Host: "filler-nnnn.test", MinIntervalSeconds: envelope.Ptr(5.0)})
+		Host: "filler-nnnn.test", MinIntervalSeconds: new(5.0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,9 +290,9 @@ func TestWorkerAppliesSettings(t *testing.T) {
 		{id: "chunked-over-limit", path: "/body/1001/d/chunked", want: want{reason: envelope.ReasonTooLarge}, reached: true},
 		{id: "gzip-at-limit", path: "/body/1000/e/gzip", want: want{stored: true, size: maxBlob}, reached: true},
 		{id: "gzip-over-limit", path: "/body/1001/f/gzip", want: want{reason: envelope.ReasonTooLarge}, reached: true},
-		{id: "timeout-at-ceiling", path: "/body/10/g/cl", timeout: envelope.Ptr(7.0), want: want{stored: true, size: 10}, reached: true},
-		{id: "timeout-within-ceiling", path: "/body/10/h/cl", timeout: envelope.Ptr(6.5), want: want{stored: true, size: 10}, reached: true},
-		{id: "timeout-over-ceiling", path: "/body/10/i/cl", timeout: envelope.Ptr(7.5), want: want{reason: envelope.ReasonInvalidRequestOptions}},
+		{id: "timeout-at-ceiling", path: "/body/10/g/cl", timeout: new(7.0), want: want{stored: true, size: 10}, reached: true},
+		{id: "timeout-within-ceiling", path: "/body/10/h/cl", timeout: new(6.5), want: want{stored: true, size: 10}, reached: true},
+		{id: "timeout-over-ceiling", path: "/body/10/i/cl", timeout: new(7.5), want: want{reason: envelope.ReasonInvalidRequestOptions}},
 	}
 	published := time.Now()
 	for _, cmd := range commands {

@@ -115,7 +115,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // opened), then Redis, the policy replay, and only then the consume loop.
 func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("replicator starting",
-		"version", fetch.Version,
+		"version", fetch.Version(),
 		"redis_url", envelope.RedactURL(cfg.RedisURL),
 		"blob_backend", cfg.BlobBackend,
 		"group", cfg.ConsumerGroup,

@@ -119,7 +119,7 @@ func TestWorkerUnclassifiedReachesDeliveryCeiling(t *testing.T) {
 	dl := e.waitDLQ(1, 20*time.Second)
 	e.waitSettled(10 * time.Second)
 	want := failedFact(cmd, envelope.ReasonHandlerError, 0)
-	want.Attempts = envelope.Ptr(3)
+	want.Attempts = new(3)
 	facts := e.factsNow()
 	if diff := cmp.Diff([]envelope.Model{want}, facts, factOpts); diff != "" {
 		t.Errorf("facts mismatch (-want +got):\n%s", diff)

@@ -271,7 +271,7 @@ func TestWorkerSpecHandlerErrorAtDefaultCeiling(t *testing.T) {
 	}
 	e.waitSettled(10 * time.Second)
 	want := failedFact(cmd, envelope.ReasonHandlerError, 0)
-	want.Attempts = envelope.Ptr(loop.DefaultMaxDeliveryAttempts)
+	want.Attempts = new(loop.DefaultMaxDeliveryAttempts)
 	if diff := cmp.Diff([]envelope.Model{want}, e.factsNow(), factOpts); diff != "" {
 		t.Errorf("facts mismatch (-want +got):\n%s", diff)
 	}
@@ -386,7 +386,7 @@ func TestWorkerSpecNonFiniteTimeout(t *testing.T) {
 				e := newEnv(t, b.client, taxonomyOrigin())
 				e.start(stackOptions{}, e.workerOptions())
 				cmd := e.command("c-timeout", e.url("w.test", "/ok/c-timeout"))
-				cmd.TimeoutSeconds = envelope.Ptr(30.0)
+				cmd.TimeoutSeconds = new(30.0)
 				id := e.specAddEdited(cmd, func(f map[string]string) {
 					const finite = `"timeout_seconds":30.0`
 					if !strings.Contains(f[envelope.FieldPayload], finite) {

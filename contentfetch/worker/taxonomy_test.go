@@ -55,9 +55,9 @@ func blobFact(cmd *envelope.ContentFetch, path string) *envelope.BlobAvailable {
 		URL:                cmd.URL,
 		CommandID:          cmd.CommandID,
 		InfoSourceID:       cmd.InfoSourceID,
-		FinalURL:           envelope.Ptr(cmd.URL),
-		StatusCode:         envelope.Ptr(200),
-		ContentTypeRaw:     envelope.Ptr("text/plain; charset=utf-8"),
+		FinalURL:           new(cmd.URL),
+		StatusCode:         new(200),
+		ContentTypeRaw:     new("text/plain; charset=utf-8"),
 	}
 }
 
@@ -71,7 +71,7 @@ func failedFact(cmd *envelope.ContentFetch, reason envelope.Reason, status int) 
 		Terminal:      true,
 	}
 	if status != 0 {
-		f.StatusCode = envelope.Ptr(status)
+		f.StatusCode = new(status)
 	}
 	return f
 }
@@ -256,7 +256,7 @@ func taxonomyRows() []taxonomyRow {
 				cmd := e.command("c-bug", e.url("w.test", "/ok/c-bug"))
 				mid := e.addModel(cmd)
 				f := failedFact(cmd, envelope.ReasonHandlerError, 0)
-				f.Attempts = envelope.Ptr(2)
+				f.Attempts = new(2)
 				return []envelope.Model{f}, []string{mid}
 			},
 			wantReasons:  []string{string(envelope.ReasonHandlerError)},

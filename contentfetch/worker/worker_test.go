@@ -21,6 +21,7 @@ import (
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/internal/hosts"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/policy"
@@ -219,7 +220,7 @@ func (e *wenv) newStack(o stackOptions) *stack {
 	s.fetcher = fetch.New(fetch.Options{
 		Guard: guard.New(guard.Options{
 			Allow:    []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-			Resolver: guard.StaticResolver{Hosts: workerHosts},
+			Resolver: hosts.Resolver{Table: workerHosts},
 		}),
 		Pacer:        s.pacer,
 		MaxInFlight:  slotsOr4(o.slots),

@@ -23,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -51,9 +52,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Usage: embed [flags] URL...\n\nPolls URLs through the guarded, paced fetcher into an in-process table.\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	var allow []string
+	var allow []netip.Prefix
 	fs.Func("allow-cidr", "let the guard allow this `CIDR` (repeatable; e.g. 127.0.0.1/32)", func(v string) error {
-		allow = append(allow, v)
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			return err
+		}
+		allow = append(allow, p)
 		return nil
 	})
 	table := policy.NewTable()
@@ -89,11 +94,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "embed: %v\n", err)
 		return 2
 	}
-	prefixes, err := guard.ParseCIDRs(strings.Join(allow, ","))
-	if err != nil {
-		fmt.Fprintf(stderr, "embed: --allow-cidr: %v\n", err)
-		return 2
-	}
 
 	level := slog.LevelInfo // the table logs each write at INFO
 	if *verbose {
@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	p := &poller{
 		fetcher: fetch.New(fetch.Options{
-			Guard:  guard.New(guard.Options{Allow: prefixes}),
+			Guard:  guard.New(guard.Options{Allow: allow}),
 			Pacer:  policy.NewLocal(policy.LocalOptions{Floors: table}),
 			Logger: log,
 		}),

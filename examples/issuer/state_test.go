@@ -50,7 +50,7 @@ func TestApply(t *testing.T) {
 		{
 			name: "blob_available closes the occasion and stores what it says",
 			fact: &envelope.BlobAvailable{CommandID: "CMD1", URL: feed, ContentFingerprint: "bbbb",
-				BlobURI: "gs://b/blobs/bbbb.bin", ETag: envelope.Ptr(`"v2"`)},
+				BlobURI: "gs://b/blobs/bbbb.bin", ETag: new(`"v2"`)},
 			want: Applied{Verdict: Stored, CommandID: "CMD1", Item: feed, Closed: true},
 			wantItem: &Item{URL: feed, Fingerprint: "bbbb", BlobURI: "gs://b/blobs/bbbb.bin", ETag: `"v2"`,
 				LastOutcome: "stored", CheckedAt: later},

@@ -363,7 +363,7 @@ func (b *redisBroker) factCommand(fact envelope.Model) (rueidis.Completed, error
 		return rueidis.Completed{}, fmt.Errorf("consume: encode fact: %w", err)
 	}
 	x := b.client.B().Xadd().Key(b.o.FactsStream).Id("*").FieldValue()
-	for i, name := range envelope.FrameFields {
+	for i, name := range envelope.FrameFields() {
 		x = x.FieldValue(name, frame[i])
 	}
 	return x.Build(), nil

@@ -32,7 +32,7 @@
 // lookup is usually answered without a round trip. Keys expire once their spacing and escalation have lapsed
 // (plus a minute's grace), so idle hosts vanish. If Redis fails, decisions
 // fall back to a [policy.Local] pacer that has been following the fleet's
-// decisions ([policy.Local.Mirror]), logged once on the way down (WARN) and
+// decisions, logged once on the way down (WARN) and
 // once on the way back (INFO): degraded pacing, never no pacing. The same
 // Local supplies each host's floor and the lease, so the fleet and its
 // fallback always pace alike.

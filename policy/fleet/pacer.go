@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/policy/internal/fallback"
 )
 
 // DefaultKeyPrefix is where the fleet pacer keeps its per-host keys.
@@ -43,9 +44,8 @@ const (
 // means the defaults documented on each field.
 type PacerOptions struct {
 	// Fallback decides while Redis cannot. The pacer also reads each
-	// host's floor (policy.Local.Floor) and the lease it grants
-	// (policy.Local.Lease) from it, so the two always pace alike, and keeps
-	// it up to date with the fleet's decisions (policy.Local.Mirror), so a
+	// host's floor and the lease it grants from it, so the two always pace
+	// alike, and keeps it up to date with the fleet's decisions, so a
 	// degradation starts from what this worker last knew. Give it the
 	// Floors of a *policy.Table fed by a Reader; every worker should read
 	// the same policy stream so they agree on floors. Nil means
@@ -82,6 +82,7 @@ type Pacer struct {
 	client   rueidis.Client
 	prefix   string
 	fallback *policy.Local
+	local    fallback.Local // the fallback as the fleet follows it: floors, lease, mirrored decisions
 	log      *slog.Logger
 	timeout  time.Duration
 	lease    string // microseconds, as the script takes it
@@ -134,7 +135,8 @@ func NewPacer(client rueidis.Client, opts PacerOptions) *Pacer {
 	if p.timeout <= 0 {
 		p.timeout = defaultRedisTimeout
 	}
-	p.lease = micros(p.fallback.Lease())
+	p.local = fallback.Of(p.fallback)
+	p.lease = micros(p.local.Lease())
 	return p
 }
 
@@ -177,7 +179,7 @@ func (p *Pacer) Reserve(ctx context.Context, host string, maxWait time.Duration)
 // fleet state one key lookup decides (the script would grant at once and write
 // nothing), otherwise the script.
 func (p *Pacer) reserve(ctx context.Context, host string, maxWait time.Duration) (policy.Reservation, error) {
-	floor := p.fallback.Floor(host)
+	floor := p.local.Floor(host)
 	if floor <= 0 {
 		if res, ok, err := p.reserveUnspaced(ctx, host); ok || err != nil {
 			return res, err
@@ -189,11 +191,11 @@ func (p *Pacer) reserve(ctx context.Context, host string, maxWait time.Duration)
 	}
 	now := time.Now()
 	res := policy.Reservation{OK: v.ok, Wait: max(0, v.slot.Sub(now)), Interval: v.interval, At: v.slot}
-	d := policy.Decision{Escalation: v.esc, EscalationAge: v.escAge}
+	d := fallback.Decision{Escalation: v.esc, EscalationAge: v.escAge}
 	if res.OK {
 		d.GoesOut = v.slot
 	}
-	p.fallback.Mirror(now, host, d)
+	p.local.Mirror(now, host, d)
 	return res, nil
 }
 
@@ -220,7 +222,7 @@ func (p *Pacer) reserveUnspaced(ctx context.Context, host string) (res policy.Re
 		return policy.Reservation{}, false, err
 	}
 	now = time.Now()
-	p.fallback.Mirror(now, host, policy.Decision{GoesOut: now})
+	p.local.Mirror(now, host, fallback.Decision{GoesOut: now})
 	return policy.Reservation{OK: true, At: now}, true, nil
 }
 
@@ -235,7 +237,7 @@ func (p *Pacer) Refused(ctx context.Context, host string, retryAfter time.Durati
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	v, err := p.exec(ctx, host, "refuse", p.fallback.Floor(host), max(retryAfter, 0))
+	v, err := p.exec(ctx, host, "refuse", p.local.Floor(host), max(retryAfter, 0))
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
@@ -244,7 +246,7 @@ func (p *Pacer) Refused(ctx context.Context, host string, retryAfter time.Durati
 		return p.fallback.Refused(ctx, host, retryAfter)
 	}
 	p.recover()
-	p.fallback.Mirror(time.Now(), host, policy.Decision{Escalation: v.esc, EscalationAge: v.escAge})
+	p.local.Mirror(time.Now(), host, fallback.Decision{Escalation: v.esc, EscalationAge: v.escAge})
 	return v.interval, nil
 }
 
@@ -259,7 +261,7 @@ func (p *Pacer) Sent(ctx context.Context, host string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := p.exec(ctx, host, "sent", p.fallback.Floor(host), 0); err != nil {
+	if _, err := p.exec(ctx, host, "sent", p.local.Floor(host), 0); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

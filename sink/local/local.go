@@ -178,7 +178,7 @@ func New(opts Options) (*Sink, error) {
 func (s *Sink) Dir() string { return s.dir }
 
 // Path returns the file a blob with this fingerprint is stored at. The
-// fingerprint must be valid (see sink.ValidFingerprint).
+// fingerprint must be valid (see sink.CheckFingerprint).
 func (s *Sink) Path(fingerprint string) string {
 	const sep = string(filepath.Separator)
 	return s.pathPrefix + fingerprint[0:2] + sep + fingerprint[2:4] + sep + fingerprint + blobSuffix

@@ -22,6 +22,7 @@ import (
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/internal/hosts"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink"
@@ -51,7 +52,7 @@ var Quiet = slog.New(slog.DiscardHandler)
 func Guard() *guard.Guard {
 	return guard.New(guard.Options{
 		Allow:    []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-		Resolver: guard.StaticResolver{Hosts: Hosts},
+		Resolver: hosts.Resolver{Table: Hosts},
 	})
 }
 
