@@ -21,14 +21,16 @@
 // judge the URL (ErrURLRefused, never retried); the destination guard judges the host and every
 // address it resolves to (guard.ErrRefused), and judges again, at dial time,
 // the exact address being connected; before the first request only, a sink
-// over its ceiling refuses the fetch (ErrStorageFull); the host's politeness
-// window is waited for (a wait longer than Options.MaxWait parks the
-// command: ErrParked). Up to Options.MaxRedirects redirects are followed
-// (10, so 11 requests in all); authorization and cookie go to a hop only
-// while every hop so far is on the requested URL's origin. A 2xx body
-// streams into the sink while it is hashed, up to Options.MaxBodyBytes
-// counted after its content codings are removed (ErrTooLarge, nothing
-// stored). A 429 or 503 escalates the host's spacing.
+// with no room (sink.Room) parks the fetch (ErrParked with ErrStorageFull);
+// the host's politeness window is waited for (a wait longer than
+// Options.MaxWait parks the command: ErrParked). Up to Options.MaxRedirects
+// redirects are followed (10, so 11 requests in all); authorization and
+// cookie go to a hop only while every hop so far is on the requested URL's
+// origin. A 2xx body streams into the sink while it is hashed, up to
+// Options.MaxBodyBytes counted after its content codings are removed
+// (ErrTooLarge, nothing stored); its declared length is given to the sink,
+// which may refuse it unread for want of room (parked as above). A 429 or
+// 503 escalates the host's spacing.
 //
 // # Classification
 //
@@ -48,9 +50,9 @@
 //	304                                     NotModified, fact not_modified
 //	2xx                                     Stored, fact blob_available
 //	5xx, 408, 429, network errors,          Transient  (no fact; retried through
-//	  timeouts, a body that does not                    the stream's reclaim)
-//	  decode, a failed or full store,
-//	  parked for politeness
+//	  timeouts, a body that does not                    the stream's reclaim, or
+//	  decode, a failed store, parked                    held until due when
+//	  (politeness, or no room to store)                 parked)
 //	a panic; a store refused for good       Unclassified (handler_error at the
 //	  (sink.ErrPermanent)                               delivery ceiling)
 //

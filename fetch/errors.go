@@ -22,16 +22,21 @@ var (
 	// ErrTooLarge means the body is larger than the size limit. Nothing was
 	// stored.
 	ErrTooLarge = errors.New("fetch: body too large")
-	// ErrParked means a host's politeness window is longer than the caller
-	// is willing to wait. Nothing reached the origin for that hop. The error
-	// is a *ParkedError telling when the host is due.
-	ErrParked = errors.New("fetch: parked for politeness")
+	// ErrParked means the fetch is put off, to be tried again once
+	// ParkedError.Wait has passed: its host's politeness window is longer
+	// than the caller is willing to wait (nothing reached the origin for
+	// that hop), or the sink has no room for the body (ErrStorageFull as
+	// well). The error is a *ParkedError.
+	ErrParked = errors.New("fetch: parked")
 	// ErrStopping means the fetcher's Stop channel closed while a pacing
 	// wait was in progress; the wait was cut short and nothing was sent.
 	ErrStopping = errors.New("fetch: stopping")
-	// ErrStorageFull means the sink is over its total-size ceiling; no
-	// request was sent.
-	ErrStorageFull = errors.New("fetch: blob storage over its ceiling")
+	// ErrStorageFull means the sink has no room for the body
+	// (sink.ErrNoRoom, wrapped too): before the first request, so none was
+	// sent; once the response's declared length was known, so the body was
+	// not read; or when the disk filled up under the store. Nothing was
+	// stored. It comes as the Cause of a *ParkedError.
+	ErrStorageFull = errors.New("fetch: no room to store the body")
 	// ErrTimeout means one operation (connect, TLS handshake, waiting for
 	// headers, one read) took longer than the request's timeout.
 	ErrTimeout = errors.New("fetch: operation timed out")
@@ -86,19 +91,33 @@ func (e *StatusError) Transient() bool { return statusTransient(e.StatusCode) }
 
 // ParkedError is the detail of ErrParked.
 type ParkedError struct {
-	// Host is the host whose window is not yet open.
+	// Host is the host whose window is not yet open; "" when the fetch
+	// waits for room in the sink.
 	Host string
-	// Wait is how long until the host is due, measured at the decision.
+	// Wait is how long until the host is due, measured at the decision, or
+	// until the sink is asked again for room.
 	Wait time.Duration
+	// Cause is nil for a politeness window; otherwise what the fetch waits
+	// for: an error wrapping ErrStorageFull.
+	Cause error
 }
 
-// Error names the host and how long until it is due.
+// Error names the host and how long until it is due, or the cause.
 func (e *ParkedError) Error() string {
-	return "fetch: parked for politeness: " + e.Host + " is due in " + strconv.FormatInt(e.Wait.Milliseconds(), 10) + "ms"
+	wait := strconv.FormatInt(e.Wait.Milliseconds(), 10) + "ms"
+	if e.Cause != nil {
+		return "fetch: parked for " + wait + ": " + e.Cause.Error()
+	}
+	return "fetch: parked for politeness: " + e.Host + " is due in " + wait
 }
 
-// Unwrap makes errors.Is(err, ErrParked) true.
-func (e *ParkedError) Unwrap() error { return ErrParked }
+// Unwrap makes errors.Is(err, ErrParked) true, and reaches the Cause.
+func (e *ParkedError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{ErrParked}
+	}
+	return []error{ErrParked, e.Cause}
+}
 
 // networkError marks a failure on the wire with ErrNetwork while keeping the
 // message of the underlying error.

@@ -26,6 +26,7 @@ const DefaultUserAgent = "replicator-go/" + Version + " (+https://github.com/rep
 
 // Defaults for Options fields left zero.
 const (
+	DefaultRoomWait     = 5 * time.Second
 	DefaultMaxBodyBytes = 64 << 20
 	DefaultMaxFetchTime = 120 * time.Second
 	DefaultMaxRedirects = 10
@@ -44,6 +45,8 @@ type Options struct {
 	Slots Slots
 	// MaxWait is the longest pacing wait a fetch sleeps through; a longer
 	// one returns a *ParkedError. Zero means wait as long as pacing asks.
+	// It is also how long a fetch the sink has no room for is parked before
+	// the sink is asked again (DefaultRoomWait when zero).
 	MaxWait time.Duration
 	// Stop, when closed, cuts pacing waits short with ErrStopping. Requests
 	// already sent are not interrupted (cancel the context for that).
@@ -217,9 +220,11 @@ func (r *Result) NotModified() bool { return r != nil && r.StatusCode == http.St
 // (sink.PutWith). For each hop, in this order: the URL must be http(s)
 // with a host (ErrNotFetchable); the fetcher's CheckURL, then the
 // request's, judge it (ErrURLRefused); the guard judges the destination
-// (guard.ErrRefused); before the first request only, a sink over its
-// ceiling refuses the fetch (ErrStorageFull); the hop waits for its host's
-// politeness window (ErrParked, ErrStopping); then the request goes out.
+// (guard.ErrRefused); before the first request only, a sink with no room
+// (sink.Room) parks the fetch (a *ParkedError with ErrStorageFull); the hop
+// waits for its host's politeness window (ErrParked, ErrStopping); then
+// the request goes out. A 2xx body's declared length goes to the sink
+// (sink.PutOptions.Size), which may refuse it unread: parked the same way.
 //
 // A final 2xx returns a Result with Blob set; a 304 returns a Result and a
 // nil error (see Result.NotModified); any other final status returns the
@@ -256,8 +261,10 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 			return nil, f.ioError(ctx, fetchCtx, nil, current, err)
 		}
 		if hop == 0 {
-			if c, ok := dst.(sink.Ceiling); ok && c.Full() {
-				return nil, ErrStorageFull
+			if r, ok := dst.(sink.Room); ok {
+				if err := r.Room(0); err != nil {
+					return nil, f.noRoom(err)
+				}
 			}
 		}
 		host := policy.HostKey(current.Hostname())
@@ -346,9 +353,15 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host strin
 			}
 			src = dec
 		}
-		blob, err := sink.PutWith(ctx, dst, src, sink.PutOptions{Limit: f.maxBody, MediaType: headerMediaType(resp.Header)})
+		// The declared length is claimed before a byte is read. For a body
+		// to decode it counts encoded bytes: less than what will be stored,
+		// as a rule, and the sink counts the rest as it arrives.
+		opts := sink.PutOptions{Limit: f.maxBody, Size: max(resp.ContentLength, 0), MediaType: headerMediaType(resp.Header)}
+		blob, err := sink.PutWith(ctx, dst, src, opts)
 		if err != nil {
 			switch {
+			case errors.Is(err, sink.ErrNoRoom) && ctx.Err() == nil:
+				return f.noRoom(err)
 			case errors.Is(err, sink.ErrTooLarge):
 				return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, f.maxBody)
 			case body.err != nil:
@@ -380,6 +393,16 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host strin
 		f.log.WarnContext(ctx, "origin asked to be asked less often", "host", host, "status_code", code, "interval_ms", interval.Milliseconds())
 	}
 	return &StatusError{StatusCode: code, URL: shown(u), RetryAfter: resp.Header.Get("Retry-After")}
+}
+
+// noRoom parks a fetch the sink has no room for, until the sink is asked
+// again.
+func (f *Fetcher) noRoom(err error) error {
+	wait := f.maxWait
+	if wait <= 0 {
+		wait = DefaultRoomWait
+	}
+	return &ParkedError{Wait: wait, Cause: fmt.Errorf("%w: %w", ErrStorageFull, err)}
 }
 
 // send performs one request under a watchdog that enforces the per-operation

@@ -68,8 +68,10 @@ type Outcome struct {
 	// Err says why, for Transient, Permanent and Unclassified. Safe to log:
 	// it never carries a header value or a URL password.
 	Err error
-	// Park is set when the outcome is Transient because a host's politeness
-	// window was longer than the fetcher's MaxWait.
+	// Park is set when the outcome is Transient because the command should
+	// wait in memory before it is tried again: its host's politeness window
+	// was longer than the fetcher's MaxWait, or the sink had no room for
+	// the body (Park.Cause wraps ErrStorageFull).
 	Park *ParkedError
 	// Result is the fetch's final response, nil when none arrived.
 	Result *Result

@@ -63,7 +63,8 @@ func DefaultConsumer() string { return consume.DefaultConsumer() }
 //   - fetch.Options.MaxWait = ReadBlock: a pacing wait up to ReadBlock is
 //     slept through, a longer one parks the command (docs/politeness.md),
 //     and the Worker keeps the parked command in memory until its host is
-//     due.
+//     due. A command the sink has no room for parks for MaxWait, and is
+//     asked about again then (docs/storage.md, local: Room).
 //   - fetch.Options.Stop = ctx.Done() of the context passed to Run, so
 //     pacing waits are cut short at shutdown and those commands stay
 //     pending (never fetched unpaced on the way out). Left unwired, such a
@@ -200,12 +201,16 @@ func New(client rueidis.Client, handler *fetch.Handler, opts Options) *Worker {
 		o.Logger.Warn("the handler's Fetcher has no Slots: requests are bounded only by MaxHeld", "max_held", o.MaxHeld)
 	}
 
-	m := newFetchMetrics(slots)
+	m := newFetchMetrics(slots, o.Logger)
 	cap := &capability{handler: handler, log: o.Logger, m: m}
-	sched := newScheduler(o.MaxHeldPerHost, o.MaxActivePerHost, func(h *held, host string, wait time.Duration) {
-		m.loop.Commands.WithLabelValues("parked", "").Inc()
-		o.Logger.Debug("parked a command until its host is due", "message_id", h.ID,
-			"command_id", h.CommandID, "host", host, "park_ms", wait.Milliseconds(), "parks", h.Command.parks)
+	sched := newScheduler(o.MaxHeldPerHost, o.MaxActivePerHost, func(h *held, host string, park *fetch.ParkedError) {
+		msg := "parked a command until its host is due"
+		reason := m.parked(park)
+		if reason == parkedStorageFull {
+			msg = "parked a command until the blob store has room"
+		}
+		o.Logger.Debug(msg, "message_id", h.ID, "command_id", h.CommandID, "host", host,
+			"reason", reason, "park_ms", park.Wait.Milliseconds(), "parks", h.Command.parks)
 	})
 	loop := consume.New(client, cap, sched, consume.Options{
 		Stream:                 o.Stream,
