@@ -1,6 +1,7 @@
 package contentfetch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,8 +70,10 @@ type Outcome struct {
 	// Err says why, for Transient, Permanent and Unclassified. Safe to log:
 	// it never carries a header value or a URL password.
 	Err error
-	// Park is set when the outcome is Transient because a host's politeness
-	// window was longer than HandlerOptions.MaxWait.
+	// Park is set when the outcome is Transient because the command should
+	// wait in memory before it is tried again: its host's politeness window
+	// was longer than HandlerOptions.MaxWait, or the sink had no room for
+	// the body (Park.Cause wraps fetch.ErrStorageFull).
 	Park *ParkedError
 	// Result is the fetch's final response, nil when none arrived.
 	Result *fetch.Result
@@ -193,6 +196,12 @@ func (h *Handler) classify(cmd *envelope.ContentFetch, res *fetch.Result, err er
 	var parked *ParkedError
 	if errors.As(err, &parked) {
 		return Outcome{Kind: Transient, Err: err, Park: parked}
+	}
+	if errors.Is(err, fetch.ErrStorageFull) {
+		// Asked again a MaxWait later: no request goes out while the
+		// store has no room (docs/storage.md).
+		park := &ParkedError{Wait: cmp.Or(h.maxWait, DefaultRoomWait), Cause: err}
+		return Outcome{Kind: Transient, Err: park, Park: park}
 	}
 	out := Outcome{Kind: Transient, Err: err, Result: res}
 	if res != nil {

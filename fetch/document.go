@@ -76,11 +76,13 @@ func (s *sniffSink) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptio
 	return sink.PutWith(ctx, s.Sink, &headReader{r: r, s: s}, opts)
 }
 
-// Full forwards the underlying sink's ceiling, if it has one, so wrapping
-// it never hides a full store from Fetch.
-func (s *sniffSink) Full() bool {
-	c, ok := s.Sink.(sink.Ceiling)
-	return ok && c.Full()
+// Room forwards the underlying sink's, if it has one, so wrapping it never
+// hides a full store from Fetch.
+func (s *sniffSink) Room(need int64) error {
+	if r, ok := s.Sink.(sink.Room); ok {
+		return r.Room(need)
+	}
+	return nil
 }
 
 type headReader struct {

@@ -18,8 +18,12 @@ var (
 	ErrNotFetchable = errors.New("fetch: not fetchable")
 	// ErrTooLarge means the body is over the size limit; nothing was stored.
 	ErrTooLarge = errors.New("fetch: body too large")
-	// ErrStorageFull means the sink is over its ceiling; nothing was sent.
-	ErrStorageFull = errors.New("fetch: blob storage over its ceiling")
+	// ErrStorageFull means the sink has no room for the body
+	// (sink.ErrNoRoom, wrapped too): before the first request, so none was
+	// sent; once the response's declared length was known, so the body was
+	// not read; or when the disk filled up under the store. Nothing was
+	// stored.
+	ErrStorageFull = errors.New("fetch: no room to store the body")
 	// ErrTimeout means one operation (connect, TLS handshake, waiting for
 	// headers, one read) took longer than the request's timeout.
 	ErrTimeout = errors.New("fetch: operation timed out")

@@ -203,9 +203,11 @@ func (r *Result) NotModified() bool { return r != nil && r.StatusCode == http.St
 // (sink.PutWith). For each hop, in this order: the URL must be http(s)
 // with a host (ErrNotFetchable); the fetcher's CheckURL, then the
 // request's, judge it (ErrURLRefused); the guard judges the destination
-// (guard.ErrRefused); before the first request only, a sink over its
-// ceiling refuses the fetch (ErrStorageFull); the hop waits for its host's
-// politeness window (Request.PacingWait); then the request goes out.
+// (guard.ErrRefused); before the first request only, a sink with no room
+// (sink.Room) refuses the fetch (ErrStorageFull); the hop waits for its
+// host's politeness window (Request.PacingWait); then the request goes
+// out. A 2xx body's declared length goes to the sink
+// (sink.PutOptions.Size), which may refuse it unread (ErrStorageFull).
 //
 // A final 2xx returns a Result with Blob set; a 304 returns a Result and a
 // nil error (see Result.NotModified); any other final status returns the
@@ -242,8 +244,10 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 			return nil, f.ioError(ctx, fetchCtx, nil, current, err)
 		}
 		if hop == 0 {
-			if c, ok := dst.(sink.Ceiling); ok && c.Full() {
-				return nil, ErrStorageFull
+			if r, ok := dst.(sink.Room); ok {
+				if err := r.Room(0); err != nil {
+					return nil, f.noRoom(err)
+				}
 			}
 		}
 		host := policy.HostKey(current.Hostname())
@@ -336,9 +340,15 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host strin
 			}
 			src = dec
 		}
-		blob, err := sink.PutWith(ctx, dst, src, sink.PutOptions{Limit: f.maxBody, MediaType: headerMediaType(resp.Header)})
+		// The declared length is claimed before a byte is read. For a body
+		// to decode it counts encoded bytes: less than what will be stored,
+		// as a rule, and the sink counts the rest as it arrives.
+		opts := sink.PutOptions{Limit: f.maxBody, Size: max(resp.ContentLength, 0), MediaType: headerMediaType(resp.Header)}
+		blob, err := sink.PutWith(ctx, dst, src, opts)
 		if err != nil {
 			switch {
+			case errors.Is(err, sink.ErrNoRoom) && ctx.Err() == nil:
+				return f.noRoom(err)
 			case errors.Is(err, sink.ErrTooLarge):
 				return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, f.maxBody)
 			case body.err != nil:
@@ -370,6 +380,11 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host strin
 		f.log.WarnContext(ctx, "origin asked to be asked less often", "host", host, "status_code", code, "interval_ms", interval.Milliseconds())
 	}
 	return &StatusError{StatusCode: code, URL: shown(u), RetryAfter: resp.Header.Get("Retry-After")}
+}
+
+// noRoom is the error of a fetch the sink has no room for.
+func (f *Fetcher) noRoom(err error) error {
+	return fmt.Errorf("%w: %w", ErrStorageFull, err)
 }
 
 // send performs one request under a watchdog that enforces the per-operation

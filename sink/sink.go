@@ -19,6 +19,10 @@ var (
 	ErrTooLarge = errors.New("sink: blob exceeds size limit")
 	// ErrNotFound means no blob has the fingerprint asked for.
 	ErrNotFound = errors.New("sink: blob not found")
+	// ErrNoRoom means the store has no room for the bytes now: a bound on
+	// what it holds is reached, or its disk is short of free space. Nothing
+	// was stored; the same store may succeed once room returns (see Room).
+	ErrNoRoom = errors.New("sink: no room")
 	// ErrPermanent means the store refused a Put in a way that trying again
 	// will not heal: a bucket that is gone or that this identity may no
 	// longer write (for GCS, a 4xx other than 408 and 429). Nothing was
@@ -71,6 +75,13 @@ const DefaultMediaType = "application/octet-stream"
 type PutOptions struct {
 	// Limit > 0 bounds the bytes accepted, as Put's limit does.
 	Limit int64
+	// Size > 0 is the body's declared length, known before it is read (an
+	// HTTP Content-Length). A backend that implements Room claims it before
+	// reading a byte, and refuses with an error wrapping ErrNoRoom when it
+	// does not fit, so stores that begin at once cannot all count on the
+	// same space. It need not be exact: the bytes that arrive are counted
+	// as they are written. Zero means unknown.
+	Size int64
 	// MediaType is the body's media type, normalized as blob_available
 	// announces it ("text/html"). A backend that keeps metadata with a blob
 	// records it when it creates the blob (gcs: the object's content type);
@@ -102,8 +113,14 @@ func PutWith(ctx context.Context, s Sink, r io.Reader, opts PutOptions) (Blob, e
 	return s.Put(ctx, r, opts.Limit)
 }
 
-// Ceiling is implemented by backends with a total-size ceiling (local).
-// Full reports whether new stores should wait until space is freed.
-type Ceiling interface {
-	Full() bool
+// Room is implemented by a backend whose space can run out (local). A
+// caller asks it before fetching a body, so that nothing is fetched that
+// could not be stored, and gives the body's declared length to the store
+// (PutOptions.Size) once it is known.
+type Room interface {
+	// Room returns nil when a store of need more bytes (0 when the size is
+	// not known) fits now, counting the stores in progress, and otherwise
+	// an error wrapping ErrNoRoom that says which bound is short. It claims
+	// nothing.
+	Room(need int64) error
 }

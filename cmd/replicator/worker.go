@@ -310,8 +310,9 @@ func waitMeasured(ctx context.Context, s *local.Sink, ceiling int64, log *slog.L
 		return fmt.Errorf("measuring the blob tree for REPLICATOR_BLOB_MAX_TOTAL_BYTES: %w", err)
 	}
 	attrs := []any{"bytes_held", s.Usage(), "max_total_bytes", ceiling, "duration_ms", time.Since(started).Milliseconds()}
-	if s.Full() {
-		log.Warn("blob tree is at or over REPLICATOR_BLOB_MAX_TOTAL_BYTES; fetches park until a sweep frees space", attrs...)
+	if err := s.Room(0); err != nil {
+		attrs = append(attrs, "error", err.Error())
+		log.Warn("blob tree is at or over REPLICATOR_BLOB_MAX_TOTAL_BYTES, or its disk is full; fetches park until there is room", attrs...)
 	} else {
 		log.Info("blob tree measured", attrs...)
 	}

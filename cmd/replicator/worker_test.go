@@ -455,7 +455,7 @@ func TestWorkerMeasuresTheBlobTreeBeforeConsuming(t *testing.T) {
 		if w.exited() {
 			t.Fatalf("worker exited early with %d", w.code)
 		}
-		return strings.Contains(w.stderr.String(), "blob storage over its ceiling")
+		return strings.Contains(w.stderr.String(), "the blob store has no room")
 	})
 	if n := len(origin.Requests()); n != 0 {
 		t.Errorf("origin saw %d requests; want none while the tree is over the ceiling", n)

@@ -15,7 +15,9 @@
 //   - the scheduler: a FIFO per host, at most Options.MaxActivePerHost of
 //     a host's commands in the Handler at once (one while it has parked
 //     commands), a command whose host is not yet due parked in memory
-//     until it is (holding no request slot), and, when the worker is full,
+//     until it is (holding no request slot), one the blob store has no
+//     room for parked likewise until it is asked again (docs/storage.md),
+//     and, when the worker is full,
 //     room made for other hosts by leaving the newest command of a
 //     backlogged host pending (docs/politeness.md);
 //   - the mapping of the Handler's outcomes to fates: Stored and

@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"errors"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -14,17 +16,38 @@ import (
 // Metrics).
 const metricsPrefix = "replicator_"
 
-// fetchMetrics are the metrics only a fetch has, beside the loop's.
+// Why a command is parked: the reason label of
+// replicator_commands_total{outcome="parked"}.
+const (
+	parkedPoliteness  = "politeness"
+	parkedStorageFull = "storage_full"
+)
+
+// parkReason says why p parks its command.
+func parkReason(p *contentfetch.ParkedError) string {
+	if p != nil && errors.Is(p.Cause, fetch.ErrStorageFull) {
+		return parkedStorageFull
+	}
+	return parkedPoliteness
+}
+
+// fetchMetrics are the metrics only a fetch has, beside the loop's, and
+// the lines that say when the blob store runs out of room and has room
+// again (one each, not one per parked command).
 type fetchMetrics struct {
 	loop        *consume.Metrics
 	duration    *prometheus.HistogramVec
 	storedBytes prometheus.Counter
 	pacingWait  prometheus.Histogram
 	inFlight    prometheus.Collector // nil when the fetcher has no bound
+
+	log    *slog.Logger
+	noRoom atomic.Bool // the last word from the store was that it has no room
 }
 
-func newFetchMetrics(f *fetch.Fetcher) *fetchMetrics {
+func newFetchMetrics(f *fetch.Fetcher, log *slog.Logger) *fetchMetrics {
 	m := &fetchMetrics{
+		log:  log,
 		loop: consume.NewMetrics(metricsPrefix),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    metricsPrefix + "fetch_duration_seconds",
@@ -77,4 +100,18 @@ func (m *fetchMetrics) observe(out contentfetch.Outcome) {
 			m.storedBytes.Add(float64(out.Result.Blob.Size))
 		}
 	}
+	if out.Kind == contentfetch.Stored && m.noRoom.Load() && m.noRoom.Swap(false) {
+		m.log.Info("the blob store has room again: parked fetches resume as they come due")
+	}
+}
+
+// parked records one command parked until it is due, and returns why.
+func (m *fetchMetrics) parked(p *contentfetch.ParkedError) string {
+	reason := parkReason(p)
+	m.loop.Commands.WithLabelValues("parked", reason).Inc()
+	if reason == parkedStorageFull && !m.noRoom.Swap(true) {
+		m.log.Warn("the blob store has no room: fetches park, and no request goes out, until it has",
+			"reason", reason, "error", p.Cause.Error())
+	}
+	return reason
 }

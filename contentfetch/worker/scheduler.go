@@ -90,8 +90,8 @@ func (q *hostQueue) remove(h *held) bool {
 type scheduler struct {
 	maxHeldPerHost   int
 	maxActivePerHost int
-	// parked is told of each command requeued until its host is due.
-	parked func(h *held, host string, wait time.Duration)
+	// parked is told of each command requeued until it is due, and why.
+	parked func(h *held, host string, park *contentfetch.ParkedError)
 
 	hosts map[string]*hostQueue
 	seq   uint64
@@ -101,7 +101,7 @@ type scheduler struct {
 
 var _ consume.Scheduler[*task, contentfetch.Outcome] = (*scheduler)(nil)
 
-func newScheduler(maxHeldPerHost, maxActivePerHost int, parked func(*held, string, time.Duration)) *scheduler {
+func newScheduler(maxHeldPerHost, maxActivePerHost int, parked func(*held, string, *contentfetch.ParkedError)) *scheduler {
 	return &scheduler{
 		maxHeldPerHost:   maxHeldPerHost,
 		maxActivePerHost: maxActivePerHost,
@@ -307,7 +307,7 @@ func (s *scheduler) Done(h *held, out contentfetch.Outcome, requeue bool, now ti
 	nq.insert(h)
 	s.markDirty(nq)
 	if s.parked != nil {
-		s.parked(h, host, out.Park.Wait)
+		s.parked(h, host, out.Park)
 	}
 	return true
 }

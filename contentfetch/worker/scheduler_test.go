@@ -31,7 +31,7 @@ type sim struct {
 
 func newSim(t *testing.T, maxHeld, perHost, activePerHost int) *sim {
 	x := &sim{t: t, byID: map[string]*held{}, max: maxHeld}
-	x.s = newScheduler(perHost, activePerHost, func(h *held, host string, wait time.Duration) {
+	x.s = newScheduler(perHost, activePerHost, func(h *held, host string, _ *contentfetch.ParkedError) {
 		x.parked = append(x.parked, h.ID)
 	})
 	return x

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,9 +37,14 @@ type specFullSink struct {
 	full *atomic.Bool
 }
 
-func (s specFullSink) Full() bool { return s.full.Load() }
+func (s specFullSink) Room(int64) error {
+	if s.full.Load() {
+		return fmt.Errorf("spec: %w: over the ceiling", sink.ErrNoRoom)
+	}
+	return nil
+}
 
-var _ sink.Ceiling = specFullSink{}
+var _ sink.Room = specFullSink{}
 
 // specOutcomes lists the outcome of every "handled command" log line about
 // commandID, in order.
@@ -79,9 +83,10 @@ func (e *wenv) specAddEdited(cmd *envelope.ContentFetch, edit func(map[string]st
 	return e.add(kv...)
 }
 
-// TestWorkerSpecStorageCeiling: a sink over its ceiling makes a command
-// transient before anything reaches the origin: no fact, the entry stays
-// pending and returns through the reclaim (docs/taxonomy.md, Handling one command). The refusals that
+// TestWorkerSpecStorageCeiling: a sink over its ceiling parks a command
+// before anything reaches the origin: no fact, the entry stays pending,
+// held by this worker, which asks the sink again each time it comes due
+// (docs/taxonomy.md, Handling one command). The refusals that
 // come before the ceiling still close their commands at once (docs/taxonomy.md, Handling one command:
 // request options, URL and destination guard are checked first, "so a bad
 // command never parks"). Once space is freed the parked command is stored.
@@ -91,7 +96,8 @@ func TestWorkerSpecStorageCeiling(t *testing.T) {
 			e := newEnv(t, b.client, taxonomyOrigin())
 			var full atomic.Bool
 			full.Store(true)
-			e.start(stackOptions{sink: specFullSink{memory.New(memory.Options{}), &full}}, e.workerOptions())
+			// The sink is asked again every MaxWait.
+			e.start(stackOptions{sink: specFullSink{memory.New(memory.Options{}), &full}, maxWait: 200 * time.Millisecond}, e.workerOptions())
 
 			parked := e.command("c-full", e.url("w.test", "/ok/c-full"))
 			parkedID := e.addModel(parked)
@@ -106,15 +112,15 @@ func TestWorkerSpecStorageCeiling(t *testing.T) {
 
 			e.waitDLQ(3, 15*time.Second)
 			e.waitFacts(3, 15*time.Second)
-			// Handled, left pending, reclaimed and handled again: each time
-			// transient.
-			eventually(t, 15*time.Second, "c-full handled transient twice", func() bool {
-				return len(e.specOutcomes("c-full")) >= 2
+			// Parked, due again and parked again: the sink is asked each
+			// time, and the command is never handed back to the stream.
+			eventually(t, 15*time.Second, "c-full parked twice", func() bool {
+				return strings.Count(e.logs.String(), `"msg":"parked a command until the blob store has room","message_id":"`+parkedID) >= 2
 			})
 			eventually(t, 15*time.Second, "only c-full pending", func() bool { return e.pending() == 1 })
 
-			if got := e.specOutcomes("c-full"); slices.ContainsFunc(got, func(o string) bool { return o != "transient" }) {
-				t.Errorf("c-full outcomes = %v, want only transient while the sink is full", got)
+			if got := e.specOutcomes("c-full"); len(got) != 0 {
+				t.Errorf("c-full outcomes = %v, want none while it is parked", got)
 			}
 			if got := e.origin.Count(); got != 0 {
 				t.Errorf("origin saw %d requests, want 0 while the sink is full", got)

@@ -151,12 +151,16 @@ func New(client rueidis.Client, opts Options) *Worker {
 		MaxWait:    o.Loop.ReadBlock,
 		Logger:     log,
 	})
-	m := newFetchMetrics(o.Fetcher)
+	m := newFetchMetrics(o.Fetcher, log)
 	cap := &capability{handler: handler, log: log, m: m}
-	sched := newScheduler(o.MaxHeldPerHost, o.MaxActivePerHost, func(h *held, host string, wait time.Duration) {
-		m.loop.Commands.WithLabelValues("parked", "").Inc()
-		log.Debug("parked a command until its host is due", "message_id", h.ID,
-			"command_id", h.CommandID, "host", host, "park_ms", wait.Milliseconds(), "parks", h.Command.parks)
+	sched := newScheduler(o.MaxHeldPerHost, o.MaxActivePerHost, func(h *held, host string, park *contentfetch.ParkedError) {
+		msg := "parked a command until its host is due"
+		reason := m.parked(park)
+		if reason == parkedStorageFull {
+			msg = "parked a command until the blob store has room"
+		}
+		log.Debug(msg, "message_id", h.ID, "command_id", h.CommandID, "host", host,
+			"reason", reason, "park_ms", park.Wait.Milliseconds(), "parks", h.Command.parks)
 	})
 	l := consume.New(client, cap, sched, consume.Options{
 		Config:       o.Loop,

@@ -21,9 +21,9 @@
 // Otherwise its temp is made in its own shard, not the root, and renamed
 // within that directory, which is cheaper for the kernel.
 //
-// A file keeps no media type, so the sink implements only sink.Sink:
-// sink.PutWith stores through Put, and the type travels on the
-// blob_available fact alone.
+// A file keeps no media type: PutWith (sink.OptionsSink) takes only the
+// limit and the declared size from its options, and the type travels on
+// the blob_available fact alone.
 //
 // Files are made 0644 and directories the sink creates 0755 whatever the
 // umask, because another service reads the blobs by their URI. Directories
@@ -41,16 +41,24 @@
 // Temps get their own, longer grace because a temp is an in-flight write
 // until proven otherwise. Run sweeps on an interval.
 //
-// # Ceiling
+// # Room
 //
 // The sweep measures the bytes the tree holds (blobs and temps, since a
 // crash loop fills the disk with temps too); between sweeps each new blob
-// adds its size to that figure. Full reports whether the figure has reached
-// MaxTotalBytes, and the fetcher stops storing until a sweep frees space.
-// The sweep never reaps a blob early to make room. Until the first sweep
-// has measured it, the figure counts only this Sink's own new blobs, so a
-// process reopening a tree that may already be over the ceiling starts Run
-// and waits on WaitMeasured before it stores anything.
+// adds its size to that figure. Room (sink.Room) weighs that figure and
+// the stores in progress against MaxTotalBytes, and the free space of the
+// file system (statfs, on Linux) against MinFreeBytes; the fetcher asks it
+// before a fetch's first request. A store given the body's declared length
+// (PutWith, sink.PutOptions.Size) claims it before reading a byte and is
+// refused when it does not fit; any store counts the bytes it writes as it
+// writes them. So stores that declare their length never pass the ceiling
+// together, and one that declares none passes it by at most its own size.
+// A store that finds the disk full removes its temp and fails with
+// sink.ErrNoRoom beside the system's error. The sweep never reaps a blob
+// early to make room. Until the first sweep has measured it, the figure
+// counts only this Sink's own new blobs, so a process reopening a tree
+// that may already be over the ceiling starts Run and waits on
+// WaitMeasured before it stores anything.
 //
 // # Concurrency
 //

@@ -27,6 +27,7 @@ const (
 	DefaultTTL           = 604800 * time.Second
 	DefaultTempGrace     = 3600 * time.Second
 	DefaultMaxTotalBytes = 2 << 30
+	DefaultMinFreeBytes  = 1 << 20
 	DefaultSweepInterval = 900 * time.Second
 )
 
@@ -57,9 +58,13 @@ type Options struct {
 	// as debris from a crashed write. Default 1 hour.
 	TempGrace time.Duration
 	// MaxTotalBytes is the ceiling on the bytes the tree holds, blobs and
-	// temps together, at which Full reports true. Default 2 GiB; None
-	// disables the ceiling (Full is then always false).
+	// temps together, and the stores in progress: Room refuses a store
+	// once it is reached. Default 2 GiB; None disables the ceiling.
 	MaxTotalBytes int64
+	// MinFreeBytes is the free space kept on the file system of Dir: Room
+	// refuses a store that would leave less. Default 1 MiB; None disables
+	// the check. The free space is read on Linux only.
+	MinFreeBytes int64
 	// Logger receives the start-up traversal warning and sweep summaries.
 	// Default slog.Default().
 	Logger *slog.Logger
@@ -73,6 +78,7 @@ type Sink struct {
 	ttl       time.Duration
 	tempGrace time.Duration
 	maxTotal  int64
+	minFree   int64
 	log       *slog.Logger
 
 	// pathPrefix and uriPrefix are dir with a trailing separator, as a
@@ -80,10 +86,12 @@ type Sink struct {
 	pathPrefix string
 	uriPrefix  string
 
-	// Test seams: the clock, and a wrapper around the temp file's writer
-	// through which tests simulate a full disk.
-	now      func() time.Time
-	wrapTemp func(io.Writer) io.Writer
+	// Test seams: the clock, a wrapper around the temp file's writer
+	// through which tests simulate a full disk, and the free space of the
+	// file system (freeSpace).
+	now       func() time.Time
+	wrapTemp  func(io.Writer) io.Writer
+	freeSpace func(dir string) (int64, error)
 
 	// umaskKeeps is true when the process's umask, read at New, leaves
 	// blobMode and dirMode as they are: files and shards are then created
@@ -111,6 +119,16 @@ type Sink struct {
 	measured bool  // a sweep has measured the tree
 	sweepErr error // the last sweep's failure, while none has measured
 
+	// The stores in progress (see claim): the bytes they claim, declared
+	// or written, and the bytes they have written, which the file system's
+	// free space already shows. Claims are made under usageMu.
+	claimed atomic.Int64
+	written atomic.Int64
+	// short is the least the last store refused for want of room needed
+	// (see Room), until a sweep; 0 when none was refused. Guarded by
+	// usageMu.
+	short int64
+
 	// swept is closed when the first sweep ends, measured or failed (not
 	// cancelled), for WaitMeasured.
 	swept     chan struct{}
@@ -118,8 +136,8 @@ type Sink struct {
 }
 
 var (
-	_ sink.Sink    = (*Sink)(nil)
-	_ sink.Ceiling = (*Sink)(nil)
+	_ sink.OptionsSink = (*Sink)(nil)
+	_ sink.Room        = (*Sink)(nil)
 )
 
 // New opens (creating if needed) the blob tree at opts.Dir. It logs a
@@ -141,6 +159,9 @@ func New(opts Options) (*Sink, error) {
 	}
 	if opts.MaxTotalBytes == 0 {
 		opts.MaxTotalBytes = DefaultMaxTotalBytes
+	}
+	if opts.MinFreeBytes == 0 {
+		opts.MinFreeBytes = DefaultMinFreeBytes
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -166,8 +187,10 @@ func New(opts Options) (*Sink, error) {
 		ttl:        opts.TTL,
 		tempGrace:  opts.TempGrace,
 		maxTotal:   opts.MaxTotalBytes,
+		minFree:    opts.MinFreeBytes,
 		log:        opts.Logger,
 		now:        time.Now,
+		freeSpace:  freeSpace,
 		swept:      make(chan struct{}),
 	}
 	s.warnIfUnreachable()
@@ -193,7 +216,14 @@ func (s *Sink) URI(fingerprint string) string {
 
 // Put implements sink.Sink; see the package documentation for the steps.
 func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {
-	return s.PutAt(ctx, s.now(), r, limit)
+	return s.put(ctx, s.now(), r, sink.PutOptions{Limit: limit})
+}
+
+// PutWith implements sink.OptionsSink: Put with opts.Limit, and with
+// opts.Size claimed before a byte is read, refused with an error wrapping
+// sink.ErrNoRoom when Room has none for it. A file keeps no media type.
+func (s *Sink) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+	return s.put(ctx, s.now(), r, opts)
 }
 
 // PutAt is Put with the time the store began given explicitly. ExpiresAt
@@ -201,9 +231,32 @@ func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, er
 // now when it is created and moved forward past now when it is
 // re-referenced, so the announced expiry never outruns the sweep.
 func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int64) (sink.Blob, error) {
+	return s.put(ctx, now, r, sink.PutOptions{Limit: limit})
+}
+
+// put is PutWith at now. A store that finds the disk full fails with an
+// error wrapping sink.ErrNoRoom as well, and Room remembers how far it got.
+// The temp is removed either way.
+func (s *Sink) put(ctx context.Context, now time.Time, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
 	if err := ctx.Err(); err != nil {
 		return sink.Blob{}, err
 	}
+	var c claim
+	if opts.Size > 0 {
+		if err := s.reserve(&c, opts.Size); err != nil {
+			return sink.Blob{}, err
+		}
+	}
+	defer s.release(&c)
+	b, err := s.store(ctx, now, r, opts.Limit, &c)
+	if err != nil && noSpace(err) {
+		return b, s.ranOut(err, c.written)
+	}
+	return b, err
+}
+
+// store reads r and stores it, counting what it writes against c.
+func (s *Sink) store(ctx context.Context, now time.Time, r io.Reader, limit int64, c *claim) (sink.Blob, error) {
 	hp := heads.Get().(*[]byte)
 	defer heads.Put(hp)
 	head, err := readHead(ctx, r, *hp, limit)
@@ -225,7 +278,8 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 		if reused {
 			return s.blob(fp, n, false, now), nil
 		}
-		return s.write(ctx, now, fp, func(w io.Writer) (string, int64, error) {
+		s.grow(c, n) // claimed ahead of its one write, so not counted by it
+		return s.write(ctx, now, fp, nil, func(w io.Writer) (string, int64, error) {
 			_, err := w.Write(head)
 			return fp, n, err
 		})
@@ -237,15 +291,15 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int6
 	if err != nil {
 		rest = errReader{err}
 	}
-	return s.write(ctx, now, "", func(w io.Writer) (string, int64, error) {
+	return s.write(ctx, now, "", c, func(w io.Writer) (string, int64, error) {
 		return sink.Copy(ctx, w, io.MultiReader(bytes.NewReader(head), rest), limit)
 	})
 }
 
 // write stores the bytes fill writes into a new temp, then publishes it.
 // known is the blob's fingerprint when it is known before the bytes are
-// written, else "".
-func (s *Sink) write(ctx context.Context, now time.Time, known string, fill func(io.Writer) (string, int64, error)) (sink.Blob, error) {
+// written, else "". A non-nil c counts the bytes as they are written.
+func (s *Sink) write(ctx context.Context, now time.Time, known string, c *claim, fill func(io.Writer) (string, int64, error)) (sink.Blob, error) {
 	mode := uint32(blobMode)
 	if !s.umaskKeeps {
 		mode = 0o600 // and chmod, which ignores the umask, once written
@@ -273,7 +327,15 @@ func (s *Sink) write(ctx context.Context, now time.Time, known string, fill func
 	if s.wrapTemp != nil {
 		w = s.wrapTemp(f)
 	}
+	var cw *claimWriter
+	if c != nil {
+		cw = &claimWriter{w: w, s: s, c: *c}
+		w = cw
+	}
 	fp, n, err := fill(w)
+	if cw != nil {
+		*c = cw.c
+	}
 	if err != nil {
 		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
 	}
@@ -460,7 +522,8 @@ func (s *Sink) Open(ctx context.Context, fingerprint string) (io.ReadCloser, err
 // the size of every blob created since that sweep began. Until a sweep has
 // measured the tree it counts only the blobs this Sink created, so a caller
 // enforcing the ceiling on a tree that may already hold data waits for
-// WaitMeasured first.
+// WaitMeasured first. The stores in progress are not in it; Room counts
+// them.
 func (s *Sink) Usage() int64 {
 	s.usageMu.Lock()
 	defer s.usageMu.Unlock()
@@ -468,7 +531,7 @@ func (s *Sink) Usage() int64 {
 }
 
 // WaitMeasured blocks until a sweep has measured the tree, so that Usage and
-// Full account for what was on disk before this Sink was opened. It returns
+// Room account for what was on disk before this Sink was opened. It returns
 // nil once measured, the error of the first sweep if that one failed (Run
 // retries at its next tick, but a caller starting up should not wait a whole
 // interval on a tree it cannot read), or ctx.Err() if ctx ends first. It
@@ -485,12 +548,6 @@ func (s *Sink) WaitMeasured(ctx context.Context) error {
 		return nil
 	}
 	return s.sweepErr
-}
-
-// Full reports whether Usage has reached MaxTotalBytes; always false when
-// the ceiling is disabled. It implements sink.Ceiling.
-func (s *Sink) Full() bool {
-	return s.maxTotal > 0 && s.Usage() >= s.maxTotal
 }
 
 func (s *Sink) shardLock(top string) *sync.Mutex {

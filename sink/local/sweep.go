@@ -98,6 +98,7 @@ func (s *Sink) SweepAt(ctx context.Context, now time.Time) (SweepStats, error) {
 	s.usageMu.Lock()
 	s.base = st.BytesRemaining()
 	s.added -= mark // keep what was created while the sweep ran
+	s.short = 0     // room is measured anew: a refused store may fit now
 	s.measured, s.sweepErr = true, nil
 	s.usageMu.Unlock()
 	s.sweptOnce.Do(func() { close(s.swept) })
