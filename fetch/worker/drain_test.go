@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,7 +11,153 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/internal/testenv"
 )
+
+// factCount reads the length of the facts stream.
+func (e *wenv) factCount() int {
+	e.t.Helper()
+	n, err := e.do(e.client.B().Xlen().Key(e.facts).Build()).AsInt64()
+	if err != nil {
+		e.t.Fatalf("XLEN facts: %v", err)
+	}
+	return int(n)
+}
+
+// drainRate waits until the facts stream holds want facts and returns the
+// rate at which the facts from the one after from onwards arrived: the
+// count between the first and the last of them over the time between. It
+// fails the test when no fact arrives for stall.
+func (e *wenv) drainRate(from, want int, stall time.Duration) float64 {
+	e.t.Helper()
+	var first, last time.Time
+	n, progress := e.factCount(), time.Now()
+	for n < want {
+		time.Sleep(5 * time.Millisecond)
+		got := e.factCount()
+		now := time.Now()
+		if got == n {
+			if now.Sub(progress) > stall {
+				e.t.Fatalf("%d of %d facts, none for %v", got-from, want-from, stall)
+			}
+			continue
+		}
+		if first.IsZero() && got > from {
+			first = now
+		}
+		n, progress, last = got, now, now
+	}
+	return float64(n-from-1) / last.Sub(first).Seconds()
+}
+
+// TestWorkerBacklogDrainsAfterOutage: a backlog of one host's commands that
+// forms during a Redis outage drains, once Redis is back, at the rate the
+// worker fetched that host before the outage (spacing 0), not at the pace
+// of the reclaim. ClaimMinIdle is far longer than the test, so nothing
+// returns through XAUTOCLAIM: only commands the worker keeps track of can
+// come back.
+//
+// Before the outage the test keeps a few dozen commands outstanding, well
+// under what one host may hold, so the worker is never behind: the rate is
+// the worker's own. The outage is the test's redis-server killed and
+// restarted on the same port with its append-only file (stream and group
+// survive). The issuers' backlog is published as soon as Redis is back.
+func TestWorkerBacklogDrainsAfterOutage(t *testing.T) {
+	const (
+		host        = "w.test"
+		steady      = 400
+		outstanding = 32
+		backlog     = 2000
+		outage      = 15 * time.Second
+		answer      = 40 * time.Millisecond
+		stall       = 20 * time.Second
+	)
+	// An append-only file survives the kill of the process: every write
+	// Redis answered is in it (the fsync policy only matters to a crash of
+	// the machine).
+	persist := testenv.RedisOptions{Args: []string{"--appendonly", "yes", "--appendfsync", "no"}}
+	r, err := testenv.NewRedis(persist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	// The origin takes a while to answer, so the host's rate is its own
+	// (requests in flight per host over the answer's time), the same
+	// before and after, and not the test's machine's.
+	e := newEnv(t, standalone(t, r).client, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		time.Sleep(answer)
+		okBody(w, req)
+	}))
+	wo := e.workerOptions()
+	wo.ClaimMinIdle = 10 * time.Minute // nothing is reclaimed during the test
+	wo.MaxConsecutiveFailures = 1000
+	wo.BackoffMax = 500 * time.Millisecond
+	e.start(stackOptions{slots: 16}, wo)
+
+	cmd := func(i int) *envelope.ContentFetch {
+		return e.command(fmt.Sprintf("c-%05d", i), e.url(host, fmt.Sprintf("/%d", i)))
+	}
+
+	// Before: at most outstanding commands published and not yet answered.
+	var first, last time.Time
+	published, done := 0, 0
+	for done < steady {
+		if k := min(outstanding-(published-done), steady-published); k > 0 {
+			batch := make([]*envelope.ContentFetch, k)
+			for i := range batch {
+				batch[i] = cmd(published + i)
+			}
+			e.addMany(batch)
+			published += k
+		}
+		time.Sleep(2 * time.Millisecond)
+		if n := e.factCount(); n > done {
+			if done == 0 {
+				first = time.Now()
+			}
+			done, last = n, time.Now()
+		}
+	}
+	before := float64(steady-1) / last.Sub(first).Seconds()
+	t.Logf("before the outage: %.1f commands/s", before)
+	e.waitSettled(20 * time.Second)
+
+	r.Stop()
+	eventually(t, 10*time.Second, "the worker to notice the outage", func() bool {
+		return strings.Contains(e.logs.String(), "consume cycle failed")
+	})
+	time.Sleep(outage) // the outage itself
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the test's client to reconnect", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return e.client.Do(ctx, e.client.B().Ping().Build()).Error() == nil
+	})
+	batch := make([]*envelope.ContentFetch, backlog)
+	for i := range batch {
+		batch[i] = cmd(steady + i)
+	}
+	e.addMany(batch)
+	after := e.drainRate(steady, steady+backlog, stall)
+	e.waitSettled(20 * time.Second)
+
+	t.Logf("the backlog after it: %.1f commands/s (%.0f%% of the rate before)", after, 100*after/before)
+	if after < 0.8*before {
+		t.Errorf("the backlog drained at %.1f commands/s, want at least 80%% of %.1f", after, before)
+	}
+	ids := map[string]bool{}
+	for _, id := range commandIDs(e.factsNow()) {
+		if ids[id] {
+			t.Errorf("two facts for %s", id)
+		}
+		ids[id] = true
+	}
+	if len(ids) != steady+backlog {
+		t.Errorf("%d commands have a fact, want %d", len(ids), steady+backlog)
+	}
+}
 
 // TestWorkerTakesBackOnlyWhatIsStillItsOwn: commands over their host's
 // bound are left pending and taken back once the host has room, except one
