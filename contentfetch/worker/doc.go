@@ -19,7 +19,9 @@
 //     room for parked likewise until it is asked again (docs/storage.md),
 //     and, when the worker is full,
 //     room made for other hosts by leaving the newest command of a
-//     backlogged host pending (docs/politeness.md);
+//     backlogged host pending; a command left pending, for a full host or
+//     a full worker, is taken back by its entry id as soon as there is
+//     room for it, not through the reclaim (docs/politeness.md);
 //   - the mapping of the Handler's outcomes to fates: Stored and
 //     NotModified complete, Permanent is announced and dead-lettered,
 //     Transient stays pending, Unclassified waits for the delivery

@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"cmp"
 	"container/heap"
+	"slices"
 	"time"
 
 	"github.com/replicator-go/replicator/contentfetch"
@@ -38,9 +40,26 @@ type hostQueue struct {
 	paced  bool
 	wakeAt time.Time // when the queue's head is due; zero when not armed
 	dirty  bool      // may start something at the next Start
+
+	// notes are the host's commands turned away or evicted, still pending
+	// for this consumer, in arrival order; recalling counts those of the
+	// current Recall batch not yet offered back.
+	notes     []note
+	recalling int
+}
+
+// note is a command left pending that the scheduler means to take back:
+// its entry id and its place in the arrival order.
+type note struct {
+	id  string
+	seq uint64
 }
 
 func (q *hostQueue) size() int { return len(q.waiting) + q.active }
+
+// backlogged reports whether q's host has commands waiting in the stream
+// for room: a new command for it goes behind them.
+func (q *hostQueue) backlogged() bool { return len(q.notes) > 0 || q.recalling > 0 }
 
 // insert places h by arrival order: new commands go last, a re-parked one
 // returns to its place.
@@ -85,11 +104,14 @@ func (q *hostQueue) remove(h *held) bool {
 // scheduler is the content.fetch loop's consume.Scheduler: a FIFO per host,
 // at most MaxActivePerHost of a host's commands in the Handler at once (one
 // while it has parked commands), a parked command held until its host is
-// due, and room made for other hosts when the loop is full. It is pure: the
-// loop calls it under its lock with the time.
+// due, and room made for other hosts when the loop is full. A command over
+// its host's bound, or evicted for another host, is noted and recalled once
+// its host has room again. It is pure: the loop calls it under its lock with
+// the time.
 type scheduler struct {
 	maxHeldPerHost   int
 	maxActivePerHost int
+	maxNotes         int
 	// parked is told of each command requeued until it is due, and why.
 	parked func(h *held, host string, park *contentfetch.ParkedError)
 
@@ -97,16 +119,32 @@ type scheduler struct {
 	seq   uint64
 	dirty []*hostQueue
 	wakes wakeHeap
+
+	noted    map[string]queued   // notes by entry id
+	notedBy  map[*hostQueue]bool // queues with notes
+	recalled map[string]queued   // the current Recall batch, by entry id
+}
+
+// queued is a note with the queue that holds it.
+type queued struct {
+	note
+	q *hostQueue
 }
 
 var _ consume.Scheduler[*task, contentfetch.Outcome] = (*scheduler)(nil)
 
-func newScheduler(maxHeldPerHost, maxActivePerHost int, parked func(*held, string, *contentfetch.ParkedError)) *scheduler {
+// newScheduler returns a scheduler that notes at most maxNotes commands;
+// one turned away beyond that returns through the reclaim.
+func newScheduler(maxHeldPerHost, maxActivePerHost, maxNotes int, parked func(*held, string, *contentfetch.ParkedError)) *scheduler {
 	return &scheduler{
 		maxHeldPerHost:   maxHeldPerHost,
 		maxActivePerHost: maxActivePerHost,
+		maxNotes:         maxNotes,
 		parked:           parked,
 		hosts:            make(map[string]*hostQueue),
+		noted:            make(map[string]queued),
+		notedBy:          make(map[*hostQueue]bool),
+		recalled:         make(map[string]queued),
 	}
 }
 
@@ -121,9 +159,9 @@ func (s *scheduler) queue(host string) *hostQueue {
 }
 
 // forgetIfIdle drops an empty queue so the map holds only hosts with held
-// commands.
+// or noted commands.
 func (s *scheduler) forgetIfIdle(q *hostQueue) {
-	if q.size() == 0 && q.wakeAt.IsZero() && s.hosts[q.host] == q {
+	if q.size() == 0 && q.wakeAt.IsZero() && !q.backlogged() && s.hosts[q.host] == q {
 		delete(s.hosts, q.host)
 	}
 }
@@ -136,26 +174,120 @@ func (s *scheduler) markDirty(q *hostQueue) {
 }
 
 // Admit takes a command into its host's queue. It refuses one whose host
-// already holds maxHeldPerHost; when the loop is full, it admits one only
-// by making room (makeRoom).
+// already holds maxHeldPerHost, and a new one whose host has noted commands
+// (it is noted behind them); when the loop is full, it
+// admits one only by making room (makeRoom). A command refused or evicted
+// is noted for Recall; one noted before (recalled, or back through the
+// reclaim) keeps its place in the arrival order.
 func (s *scheduler) Admit(h *held, full bool, _ time.Time) (bool, string, *held) {
 	q := s.queue(h.Key)
+	seq := s.unnote(h.ID, q)
+	if seq == 0 && q.backlogged() && len(s.noted) < s.maxNotes {
+		s.note(q, h.ID, 0)
+		return false, "host backlog in the stream", nil
+	}
 	if q.size() >= s.maxHeldPerHost {
-		s.forgetIfIdle(q)
+		s.note(q, h.ID, seq)
 		return false, "host backlog full", nil
 	}
 	var evicted *held
 	if full {
 		if evicted = s.makeRoom(q); evicted == nil {
-			s.forgetIfIdle(q)
+			s.note(q, h.ID, seq)
 			return false, "worker full", nil
 		}
+		s.note(evicted.Command.q, evicted.ID, evicted.Command.seq)
 	}
-	s.seq++
-	h.Command.seq = s.seq
+	if seq == 0 {
+		s.seq++
+		seq = s.seq
+	}
+	h.Command.seq = seq
 	q.insert(h)
 	s.markDirty(q)
 	return true, "", evicted
+}
+
+// note remembers entry id, pending for this consumer, as q's to recall, at
+// seq in the arrival order (a new place when seq is 0). Nothing is noted
+// past maxNotes: that command returns through the reclaim.
+func (s *scheduler) note(q *hostQueue, id string, seq uint64) {
+	if _, ok := s.noted[id]; ok || len(s.noted) >= s.maxNotes {
+		s.forgetIfIdle(q)
+		return
+	}
+	if seq == 0 {
+		s.seq++
+		seq = s.seq
+	}
+	n := note{id: id, seq: seq}
+	i, _ := slices.BinarySearchFunc(q.notes, seq, bySeq)
+	q.notes = slices.Insert(q.notes, i, n)
+	s.noted[id] = queued{note: n, q: q}
+	s.notedBy[q] = true
+}
+
+// unnote forgets id's note, or its place in the current Recall batch, as
+// it is offered to queue to, and returns its place in the arrival order; 0
+// when it was not noted.
+func (s *scheduler) unnote(id string, to *hostQueue) uint64 {
+	var from *hostQueue
+	var seq uint64
+	if r, ok := s.recalled[id]; ok {
+		delete(s.recalled, id)
+		from, seq = r.q, r.seq
+		from.recalling--
+	} else if n, ok := s.noted[id]; ok {
+		delete(s.noted, id)
+		from, seq = n.q, n.seq
+		i, _ := slices.BinarySearchFunc(from.notes, seq, bySeq)
+		from.notes = slices.Delete(from.notes, i, i+1)
+		if len(from.notes) == 0 {
+			delete(s.notedBy, from)
+		}
+	} else {
+		return 0
+	}
+	if from != to {
+		s.forgetIfIdle(from)
+	}
+	return seq
+}
+
+func bySeq(n note, seq uint64) int { return cmp.Compare(n.seq, seq) }
+
+// Recall names up to n noted commands to take back: for each host with
+// notes whose queue is down to half its bound, its oldest notes, up to the
+// bound. It first ends the previous batch; what of it was not offered back
+// is no longer pending here (acked, trimmed or taken over) or was already
+// held again, and is forgotten.
+func (s *scheduler) Recall(n int, _ time.Time) []string {
+	for id, r := range s.recalled {
+		delete(s.recalled, id)
+		r.q.recalling--
+		s.forgetIfIdle(r.q)
+	}
+	var ids []string
+	for q := range s.notedBy {
+		if len(ids) >= n {
+			break
+		}
+		if q.size() > s.maxHeldPerHost/2 {
+			continue
+		}
+		k := min(s.maxHeldPerHost-q.size(), len(q.notes), n-len(ids))
+		for _, nt := range q.notes[:k] {
+			ids = append(ids, nt.id)
+			delete(s.noted, nt.id)
+			s.recalled[nt.id] = queued{note: nt, q: q}
+		}
+		q.notes = slices.Delete(q.notes, 0, k)
+		q.recalling += k
+		if len(q.notes) == 0 {
+			delete(s.notedBy, q)
+		}
+	}
+	return ids
 }
 
 // hostBound reports whether q's waiting commands wait for their host's
@@ -180,8 +312,8 @@ func (s *scheduler) Evictable() int {
 
 // makeRoom drops one waiting command to make room for a command of another
 // host and returns it (nil when none may go): the newest waiting command of
-// the longest host-bound queue. The loop leaves it pending; it returns
-// through the reclaim. Without this, a few backlogged hosts would fill the
+// the longest host-bound queue. The loop leaves it pending; Admit notes
+// it, to recall once there is room. Without this, a few backlogged hosts would fill the
 // loop and hold up every other host until they drain (docs/politeness.md:
 // waiting for one host never holds up commands for other hosts). A command
 // whose own host is host-bound gets no room: it would only wait in memory
@@ -322,13 +454,14 @@ func (s *scheduler) Remove(h *held) bool {
 	return true
 }
 
-// Drain drops every waiting command and returns them.
+// Drain drops every waiting command and returns them. Notes stay: their
+// entries stay pending here, for a later Run to recall.
 func (s *scheduler) Drain() []*held {
 	var dropped []*held
 	for host, q := range s.hosts {
 		dropped = append(dropped, q.waiting...)
 		q.waiting, q.parked, q.wakeAt = nil, 0, time.Time{}
-		if q.active == 0 {
+		if q.active == 0 && !q.backlogged() {
 			delete(s.hosts, host)
 		}
 	}

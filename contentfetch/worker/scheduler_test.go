@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ type sim struct {
 
 func newSim(t *testing.T, maxHeld, perHost, activePerHost int) *sim {
 	x := &sim{t: t, byID: map[string]*held{}, max: maxHeld}
-	x.s = newScheduler(perHost, activePerHost, func(h *held, host string, _ *contentfetch.ParkedError) {
+	x.s = newScheduler(perHost, activePerHost, 1<<20, func(h *held, host string, _ *contentfetch.ParkedError) {
 		x.parked = append(x.parked, h.ID)
 	})
 	return x
@@ -363,5 +364,156 @@ func TestSchedulerWakeSkipsSupersededWakeUps(t *testing.T) {
 	x.done("c0", stored(), t0.Add(time.Second))
 	if got := x.s.Wake(); !got.Equal(t0.Add(time.Minute)) {
 		t.Errorf("Wake = %v after c0, want c1's minute", got)
+	}
+}
+
+// backlog admits ids c0…c<n-1> for host a, in order, and returns those
+// refused.
+func (x *sim) backlog(n int) []string {
+	var refused []string
+	for i := range n {
+		id := fmt.Sprintf("c%d", i)
+		if ok, _, _, _ := x.admit(id, "a", t0); !ok {
+			refused = append(refused, id)
+		}
+	}
+	return refused
+}
+
+// waiting lists host's waiting commands in queue order.
+func (x *sim) waiting(host string) []string {
+	var ids []string
+	if q := x.s.hosts[host]; q != nil {
+		for _, h := range q.waiting {
+			ids = append(ids, h.ID)
+		}
+	}
+	return ids
+}
+
+func TestSchedulerRecallsABacklogAsItsHostDrains(t *testing.T) {
+	x := newSim(t, 100, 4, 1)
+	refused := x.backlog(10)
+	if diff := cmp.Diff([]string{"c4", "c5", "c6", "c7", "c8", "c9"}, refused); diff != "" {
+		t.Fatalf("refused (-want +got):\n%s", diff)
+	}
+	if ids := x.s.Recall(100, t0); len(ids) != 0 {
+		t.Errorf("Recall = %v while the host holds its bound, want nothing", ids)
+	}
+	// Another host is not held up by a's backlog.
+	if ok, why, _, started := x.admit("b0", "b", t0); !ok || !slices.Equal(started, []string{"b0"}) {
+		t.Errorf("admit b0 = %v (%s), started %v; want admitted and started", ok, why, started)
+	}
+	// A new command for a goes behind a's commands in the stream.
+	if ok, why, _, _ := x.admit("n0", "a", t0); ok || why != "host backlog in the stream" {
+		t.Errorf("admit n0 = %v (%q), want refused: a has a backlog in the stream", ok, why)
+	}
+
+	x.done("c0", stored(), t0)
+	if ids := x.s.Recall(100, t0); len(ids) != 0 {
+		t.Errorf("Recall = %v with a at 3 of 4, want nothing before it is down to half", ids)
+	}
+	x.done("c1", stored(), t0) // a holds c2 (active) and c3
+	ids := x.s.Recall(100, t0)
+	if diff := cmp.Diff([]string{"c4", "c5"}, ids); diff != "" {
+		t.Fatalf("Recall (-want +got):\n%s", diff)
+	}
+	// Until they are offered back, a new command still waits behind them.
+	if ok, _, _, _ := x.admit("n1", "a", t0); ok {
+		t.Error("admitted n1 ahead of the recalled commands")
+	}
+	for _, id := range ids {
+		if ok, why, _, _ := x.admit(id, "a", t0); !ok {
+			t.Fatalf("admit recalled %s: refused (%s)", id, why)
+		}
+	}
+	if diff := cmp.Diff([]string{"c3", "c4", "c5"}, x.waiting("a")); diff != "" {
+		t.Errorf("a's queue (-want +got):\n%s", diff)
+	}
+
+	// The rest comes back in arrival order, the late ones last.
+	var order []string
+	for range 20 {
+		for id, h := range x.byID {
+			if h.Key == "a" && h.Command.active {
+				x.done(id, stored(), t0)
+				delete(x.byID, id)
+				break
+			}
+		}
+		for _, id := range x.s.Recall(100, t0) {
+			order = append(order, id)
+			if ok, why, _, _ := x.admit(id, "a", t0); !ok {
+				t.Fatalf("admit recalled %s: refused (%s)", id, why)
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{"c6", "c7", "c8", "c9", "n0", "n1"}, order); diff != "" {
+		t.Errorf("recalled (-want +got):\n%s", diff)
+	}
+	if len(x.s.noted) != 0 || len(x.s.notedBy) != 0 || len(x.s.recalled) != 0 {
+		t.Errorf("notes left: %v, %v, %v", x.s.noted, x.s.notedBy, x.s.recalled)
+	}
+}
+
+func TestSchedulerRecallBounds(t *testing.T) {
+	x := newSim(t, 100, 4, 4)
+	x.s.maxNotes = 3
+	refused := x.backlog(10)
+	if len(refused) != 6 {
+		t.Fatalf("refused %v, want 6", refused)
+	}
+	// Admitted again while its host is full, a noted command is not noted
+	// twice.
+	if ok, _, _, _ := x.admit("c4", "a", t0); ok {
+		t.Fatal("admitted c4 to a full host")
+	}
+	for _, id := range []string{"c0", "c1", "c2", "c3"} {
+		x.done(id, stored(), t0)
+	}
+	if ids := x.s.Recall(2, t0); !slices.Equal(ids, []string{"c4", "c5"}) {
+		t.Errorf("Recall(2) = %v, want c4 c5: at most n", ids)
+	}
+	// The next call ends the batch: c4 and c5 were not offered back.
+	if ids := x.s.Recall(100, t0); !slices.Equal(ids, []string{"c6"}) {
+		t.Errorf("Recall = %v, want c6: only three were noted", ids)
+	}
+	if ids := x.s.Recall(100, t0); len(ids) != 0 {
+		t.Errorf("Recall = %v, want nothing left", ids)
+	}
+	if _, ok := x.s.hosts["a"]; ok {
+		t.Error("the idle queue of a is kept")
+	}
+	// c5 comes back through the reclaim after its batch ended: a command
+	// like any other.
+	if ok, why, _, _ := x.admit("c5", "a", t0); !ok {
+		t.Errorf("admit c5: refused (%s)", why)
+	}
+}
+
+func TestSchedulerRecallsEvictedCommands(t *testing.T) {
+	x := newSim(t, 5, 4, 1)
+	for i, host := range []string{"a", "a", "b", "b", "b"} {
+		x.admit(cid(i), host, t0)
+	}
+	x.done("c0", parked("a", time.Minute), t0)
+	x.done("c2", parked("b", time.Minute), t0)
+	ok, _, evicted, _ := x.admit("new", "c", t0)
+	if !ok || evicted != "c4" {
+		t.Fatalf("admit new = %v, evicted %q; want admitted, c4 evicted", ok, evicted)
+	}
+	if ids := x.s.Recall(0, t0); len(ids) != 0 {
+		t.Errorf("Recall(0) = %v, want nothing without room", ids)
+	}
+	x.done("new", stored(), t0) // a place is free again
+	ids := x.s.Recall(1, t0)
+	if !slices.Equal(ids, []string{"c4"}) {
+		t.Fatalf("Recall = %v, want the evicted c4", ids)
+	}
+	if ok, why, _, _ := x.admit("c4", "b", t0); !ok {
+		t.Fatalf("admit c4: refused (%s)", why)
+	}
+	if diff := cmp.Diff([]string{"c2", "c3", "c4"}, x.waiting("b")); diff != "" {
+		t.Errorf("b's queue (-want +got):\n%s", diff)
 	}
 }

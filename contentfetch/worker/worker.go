@@ -29,6 +29,11 @@ const (
 	// DefaultHeldPerRequest sizes MaxHeld: commands held per request in
 	// flight.
 	DefaultHeldPerRequest = 16
+	// NotedPerHeld sizes how many commands left pending for a full host
+	// (or a full worker) the Worker keeps the entry ids of, to take them
+	// back as soon as there is room: NotedPerHeld × MaxHeld. Beyond that
+	// a command left pending returns through the reclaim.
+	NotedPerHeld = 64
 	// DrainMargin is added to the Fetcher's MaxFetchTime for the default
 	// DrainTimeout, so a fetch that ends at its bound can still record its
 	// fate.
@@ -76,15 +81,16 @@ type Options struct {
 	// handled). When full, the Worker reads only while some held commands
 	// wait for their host's politeness window: each new command of another
 	// host takes the place of the newest of them, which is left pending and
-	// returns through XAUTOCLAIM, so a few backlogged hosts cannot hold up
-	// the rest. Otherwise a full Worker stops reading. Default
+	// taken back once there is room, so a few backlogged hosts cannot hold
+	// up the rest. Otherwise a full Worker stops reading. Default
 	// DefaultHeldPerRequest × the Fetcher's MaxInFlight.
 	MaxHeld int
 	// MaxHeldPerHost bounds the commands held for one host; beyond it a
-	// command is left pending and returns through XAUTOCLAIM after
-	// ClaimMinIdle. For a backlogged host to be fetched at its full rate,
-	// MaxHeldPerHost × its interval should exceed ClaimMinIdle (the
-	// defaults: 64 × 1 s against 60 s). Default 64.
+	// command is left pending, and taken back (oldest first) once its host
+	// is down to half the bound, so a backlog is fetched at its host's own
+	// rate, never waiting for XAUTOCLAIM. The Worker keeps the entry ids of
+	// at most NotedPerHeld × MaxHeld such commands; one beyond that returns
+	// through XAUTOCLAIM after ClaimMinIdle. Default 64.
 	MaxHeldPerHost int
 	// MaxActivePerHost bounds the commands for one host inside the Handler
 	// at once (requests are spaced by the pacer anyway). While a host has
@@ -153,7 +159,7 @@ func New(client rueidis.Client, opts Options) *Worker {
 	})
 	m := newFetchMetrics(o.Fetcher, log)
 	cap := &capability{handler: handler, log: log, m: m}
-	sched := newScheduler(o.MaxHeldPerHost, o.MaxActivePerHost, func(h *held, host string, park *contentfetch.ParkedError) {
+	sched := newScheduler(o.MaxHeldPerHost, o.MaxActivePerHost, NotedPerHeld*o.MaxHeld, func(h *held, host string, park *contentfetch.ParkedError) {
 		msg := "parked a command until its host is due"
 		reason := m.parked(park)
 		if reason == parkedStorageFull {

@@ -40,6 +40,8 @@ type broker interface {
 	deadLetter(ctx context.Context, id string, fields []Field, reason string) error
 	// giveBack undoes one delivery of each id still pending here.
 	giveBack(ctx context.Context, ids []string) error
+	// recall claims again the ids still pending here (see recall.go).
+	recall(ctx context.Context, ids []string) (entries []Entry, trimmed []string, err error)
 	// seen reports, per command_id, whether its dedupe key exists.
 	seen(ctx context.Context, commandIDs []string) ([]bool, []error)
 	publish(ctx context.Context, fact envelope.Model) error

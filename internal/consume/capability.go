@@ -159,8 +159,16 @@ type Scheduler[C, R any] interface {
 	// Admit takes h, or says why not. full reports that the loop holds as
 	// many commands as it may: h is then admitted only if a waiting
 	// command gives up its place to it, and that one is returned as
-	// evicted (the loop leaves it pending).
+	// evicted (the loop leaves it pending). A command turned away or
+	// evicted stays pending for this consumer; the Scheduler may note its
+	// id and name it to Recall once it could be admitted.
 	Admit(h *Held[C], full bool, now time.Time) (ok bool, why string, evicted *Held[C])
+	// Recall names up to n noted entries that could be admitted now, so
+	// the loop takes them back at once instead of through the reclaim; it
+	// offers each one found still pending here to Admit again. A call ends
+	// the previous one's batch: an id of it not offered back since was no
+	// longer pending here, and is forgotten.
+	Recall(n int, now time.Time) []string
 	// Evictable counts the waiting commands Admit could evict.
 	Evictable() int
 	// Start returns the commands that may start now, now active.

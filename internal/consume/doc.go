@@ -16,6 +16,9 @@
 // XPENDING, then XCLAIM … JUSTID, in one script) well inside ClaimMinIdle,
 // so no other consumer reclaims it while it waits; one found taken is
 // dropped.
+// An entry the Scheduler turns away stays pending for this consumer; the
+// loop takes back the ones the Scheduler recalls as soon as they fit,
+// claiming each again only while it is still pending here (recall.lua).
 //
 // # Triage
 //

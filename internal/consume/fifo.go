@@ -43,6 +43,10 @@ func (f *FIFO[C, R]) Start(time.Time) []*Held[C] {
 	return started
 }
 
+// Recall names nothing: Admit turns a command away only when the loop is
+// full, and then notes nothing.
+func (f *FIFO[C, R]) Recall(int, time.Time) []string { return nil }
+
 // Wake is always zero: nothing waits for a time.
 func (f *FIFO[C, R]) Wake() time.Time { return time.Time{} }
 

@@ -43,6 +43,8 @@ type run[C, R any] struct {
 
 	// capacity is signalled whenever a held command is released.
 	capacity chan struct{}
+	// recallSig wakes recallLoop when recallBatch is set.
+	recallSig chan struct{}
 
 	mu        sync.Mutex
 	held      map[string]*Held[C] // by entry id
@@ -50,6 +52,10 @@ type run[C, R any] struct {
 	stopping  bool
 	timer     *time.Timer // wakes the Scheduler at its Wake time
 	timerAt   time.Time   // when timer fires; zero when it is not armed
+
+	// recallBatch is what the Scheduler last recalled, until recallLoop
+	// has taken it back.
+	recallBatch []string
 }
 
 func newRun[C, R any](l *Loop[C, R], base context.Context) *run[C, R] {
@@ -57,6 +63,7 @@ func newRun[C, R any](l *Loop[C, R], base context.Context) *run[C, R] {
 		l:           l,
 		claimCursor: "0-0",
 		capacity:    make(chan struct{}, 1),
+		recallSig:   make(chan struct{}, 1),
 		idle:        make(chan *Held[C]),
 		stopped:     make(chan struct{}),
 		held:        make(map[string]*Held[C]),
@@ -78,7 +85,10 @@ func (r *run[C, R]) run(ctx context.Context) error {
 
 	l.o.Logger.InfoContext(ctx, "consume loop starting", "stream", l.o.Stream, "group", l.o.Group,
 		"consumer", l.o.Consumer, "max_held", l.o.MaxHeld, "outage_limit_seconds", l.o.OutageLimit().Seconds())
+	recallCtx, stopRecall := context.WithCancel(ctx)
+	bg.Go(func() { r.recallLoop(recallCtx) })
 	err := r.loop(ctx)
+	stopRecall()
 
 	dropped := r.beginStop()
 	if err != nil {
@@ -108,9 +118,9 @@ func (r *run[C, R]) room() int {
 // hold takes a triaged command into memory and starts what may start. It
 // returns false when the command is not held: the same command_id is
 // already held, the Scheduler refused it, the loop is full, or it is
-// stopping. The entry then stays pending and returns through the reclaim.
-// evicted names a held command that gave up its place, left pending the
-// same way.
+// stopping. The entry then stays pending, for the Scheduler to recall or
+// the reclaim to bring back. evicted names a held command that gave up its
+// place, left pending the same way.
 func (r *run[C, R]) hold(h *Held[C]) (held bool, why string, evicted *Held[C]) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -246,6 +256,7 @@ func (r *run[C, R]) forgetLocked(h *Held[C]) {
 func (r *run[C, R]) release(h *Held[C]) {
 	r.mu.Lock()
 	r.forgetLocked(h)
+	r.recallLocked()
 	r.mu.Unlock()
 	r.signal()
 }
@@ -281,6 +292,7 @@ func (r *run[C, R]) lose(ids []string) []string {
 	}
 	if len(dropped) > 0 {
 		r.startLocked(r.l.clock.now())
+		r.recallLocked()
 	}
 	r.mu.Unlock()
 	if len(dropped) > 0 {
