@@ -35,7 +35,7 @@ func TestWorkerBootsWithReferenceEnvFiles(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			env := append([]string{"REPLICATOR_REDIS_URL=" + srv.URL(), "REPLICATOR_BLOB_DIR=" + t.TempDir()}, tt.env...)
 			w := startBinary(t, env, "worker")
-			waitFor(t, 30*time.Second, "the consumer group", func() bool {
+			testenv.Eventually(t, 30*time.Second, "the consumer group", func() bool {
 				if w.exited() {
 					t.Fatalf("worker exited with %d:\n%s", w.code, w.stderr.String())
 				}

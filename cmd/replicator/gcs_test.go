@@ -84,7 +84,7 @@ func TestWorkerGCSStore(t *testing.T) {
 	waitFact := func(id string) envelope.Model {
 		t.Helper()
 		var m envelope.Model
-		waitFor(t, 60*time.Second, "a fact for "+id, func() bool {
+		testenv.Eventually(t, 60*time.Second, "a fact for "+id, func() bool {
 			if w.exited() {
 				t.Fatalf("worker exited early with %d", w.code)
 			}
@@ -127,7 +127,7 @@ func TestWorkerGCSStore(t *testing.T) {
 		if fact.Detail == nil || !strings.Contains(*fact.Detail, "403") {
 			t.Errorf("detail = %v, want it to name the store's 403", fact.Detail)
 		}
-		waitFor(t, 10*time.Second, "the dead letter of "+id, func() bool {
+		testenv.Eventually(t, 10*time.Second, "the dead letter of "+id, func() bool {
 			for _, e := range readStream(t, c, streamDLQ) {
 				if strings.Contains(e.FieldValues[envelope.FieldPayload], id) {
 					if got := e.FieldValues["dlq_reason"]; got != "handler_error" {
@@ -146,7 +146,7 @@ func TestWorkerGCSStore(t *testing.T) {
 		issue(id, "/unavailable")
 		// Three deliveries ended transient: past the delivery ceiling of
 		// two, had they counted.
-		waitFor(t, 60*time.Second, "three transient outcomes for "+id, func() bool {
+		testenv.Eventually(t, 60*time.Second, "three transient outcomes for "+id, func() bool {
 			if w.exited() {
 				t.Fatalf("worker exited early with %d", w.code)
 			}

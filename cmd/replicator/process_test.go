@@ -98,16 +98,3 @@ func tail(s string, n int) string {
 	}
 	return "…" + s[len(s)-n:]
 }
-
-// waitFor polls cond every 20 ms until it holds or timeout passes. It is for
-// waiting on other processes, which no injected clock reaches.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}

@@ -47,7 +47,7 @@ func TestWorkerReplicatesAFetchedBlob(t *testing.T) {
 		"REPLICATOR_METRICS_ADDR=" + metrics,
 	}
 	w := startBinary(t, env, "worker")
-	waitFor(t, 30*time.Second, "both consumer groups", func() bool {
+	testenv.Eventually(t, 30*time.Second, "both consumer groups", func() bool {
 		if w.exited() {
 			t.Fatalf("worker exited early with %d:\n%s", w.code, w.stderr.String())
 		}

@@ -30,7 +30,7 @@ import (
 // A command with more than one fact fails the test.
 func wiringFacts(t *testing.T, c rueidis.Client, w *process, want int) map[string]envelope.Model {
 	t.Helper()
-	waitFor(t, 30*time.Second, fmt.Sprintf("%d facts on %s", want, streamFacts), func() bool {
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%d facts on %s", want, streamFacts), func() bool {
 		if w.exited() {
 			t.Fatalf("worker exited early with %d", w.code)
 		}
@@ -319,7 +319,7 @@ func TestWorkerAppliesSettings(t *testing.T) {
 			failures++
 		}
 	}
-	waitFor(t, 30*time.Second, fmt.Sprintf("%d dead letters", failures), func() bool {
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%d dead letters", failures), func() bool {
 		return len(readStream(t, c, streamDLQ)) >= failures
 	})
 	if code := w.stop(t, 30*time.Second); code != 0 {

@@ -136,7 +136,7 @@ func TestWorkerEndToEnd(t *testing.T) {
 	addr := metricsAddr(t)
 	w := startBinary(t, workerEnv(srv, dir, "REPLICATOR_METRICS_ADDR="+addr, "REPLICATOR_LOG_LEVEL=DEBUG"), "worker")
 
-	waitFor(t, 30*time.Second, "/healthz to answer 200", func() bool {
+	testenv.Eventually(t, 30*time.Second, "/healthz to answer 200", func() bool {
 		if w.exited() {
 			t.Fatalf("worker exited early with %d", w.code)
 		}
@@ -172,7 +172,7 @@ func TestWorkerEndToEnd(t *testing.T) {
 	if _, err := publish(t.Context(), c, streamCommands, refused); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the refused command's dead letter", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the refused command's dead letter", func() bool {
 		return len(readStream(t, c, streamDLQ)) == 1
 	})
 	facts := readStream(t, c, streamFacts)
@@ -222,12 +222,12 @@ func TestWorkerExitsWhenTheBrokerIsGone(t *testing.T) {
 		"REPLICATOR_ERROR_BACKOFF_MAX_SECONDS=0.4",
 		"REPLICATOR_MAX_CONSECUTIVE_CYCLE_FAILURES=5",
 	), "worker")
-	waitFor(t, 30*time.Second, "/healthz to answer 200", func() bool {
+	testenv.Eventually(t, 30*time.Second, "/healthz to answer 200", func() bool {
 		code, _ := httpGet(t, "http://"+addr+"/healthz")
 		return code == http.StatusOK
 	})
 	srv.Stop()
-	waitFor(t, 10*time.Second, "/healthz to answer 503 or the worker to exit", func() bool {
+	testenv.Eventually(t, 10*time.Second, "/healthz to answer 503 or the worker to exit", func() bool {
 		if w.exited() {
 			return true
 		}
@@ -451,7 +451,7 @@ func TestWorkerMeasuresTheBlobTreeBeforeConsuming(t *testing.T) {
 		"REPLICATOR_BLOB_MAX_TOTAL_BYTES=1000",
 		"REPLICATOR_CONSUMER_START_ID=0", // the command was published before the group existed
 	), "worker")
-	waitFor(t, 30*time.Second, "the command to be refused for the ceiling", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the command to be refused for the ceiling", func() bool {
 		if w.exited() {
 			t.Fatalf("worker exited early with %d", w.code)
 		}

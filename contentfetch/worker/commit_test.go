@@ -65,7 +65,7 @@ func TestWorkerFactFailureTakesNoLaterStep(t *testing.T) {
 			e.do(e.client.B().Set().Key(e.facts).Value("not a stream").Build())
 			const n = 60
 			cmds := e.startLoaded(n)
-			eventually(t, 20*time.Second, "every command fetched and its fact refused", func() bool {
+			testenv.Eventually(t, 20*time.Second, "every command fetched and its fact refused", func() bool {
 				return e.origin.Count() >= n && strings.Count(e.logs.String(), `"op":"publish"`) >= n
 			})
 			for _, c := range cmds {
@@ -107,7 +107,7 @@ func TestWorkerDedupeFailureLeavesCommandPending(t *testing.T) {
 	e := newEnv(t, client, http.HandlerFunc(okBody))
 	const n = 60
 	cmds := e.startLoaded(n)
-	eventually(t, 20*time.Second, "every command's dedupe key refused", func() bool {
+	testenv.Eventually(t, 20*time.Second, "every command's dedupe key refused", func() bool {
 		return strings.Count(e.logs.String(), `"op":"dedupe"`) >= n
 	})
 	if got := e.pending(); got != n {

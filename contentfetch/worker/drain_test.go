@@ -123,14 +123,14 @@ func TestWorkerBacklogDrainsAfterOutage(t *testing.T) {
 	e.waitSettled(20 * time.Second)
 
 	r.Stop()
-	eventually(t, 10*time.Second, "the worker to notice the outage", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the worker to notice the outage", func() bool {
 		return strings.Contains(e.logs.String(), "consume cycle failed")
 	})
 	time.Sleep(outage) // the outage itself
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the test's client to reconnect", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the test's client to reconnect", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return e.client.Do(ctx, e.client.B().Ping().Build()).Error() == nil
@@ -184,7 +184,7 @@ func TestWorkerTakesBackOnlyWhatIsStillItsOwn(t *testing.T) {
 				cmds[i] = e.command(fmt.Sprintf("c%d", i), e.url("w.test", fmt.Sprintf("/%d", i)))
 			}
 			ids := e.addMany(cmds)
-			eventually(t, 10*time.Second, "four commands left pending", func() bool {
+			testenv.Eventually(t, 10*time.Second, "four commands left pending", func() bool {
 				return strings.Count(e.logs.String(), `"msg":"left a command pending"`) == 4 && e.lastDelivered() == ids[5]
 			})
 			// c3 is reclaimed by another worker; c4 is trimmed from the stream.
@@ -197,7 +197,7 @@ func TestWorkerTakesBackOnlyWhatIsStillItsOwn(t *testing.T) {
 			close(release)
 
 			facts := e.waitFacts(4, 10*time.Second)
-			eventually(t, 10*time.Second, "only the other consumer's entry pending", func() bool { return e.pending() == 1 })
+			testenv.Eventually(t, 10*time.Second, "only the other consumer's entry pending", func() bool { return e.pending() == 1 })
 			if diff := cmp.Diff([]string{"c0", "c1", "c2", "c5"}, commandIDs(facts), cmpSorted); diff != "" {
 				t.Errorf("facts (-want +got):\n%s", diff)
 			}

@@ -103,7 +103,7 @@ func TestWorkerParksUntilTheStoreHasRoom(t *testing.T) {
 		e.addModel(e.command(fmt.Sprintf("c-%d", i), e.url(fmt.Sprintf("h%d.test", i), fmt.Sprintf("/ok/%d", i))))
 	}
 	// Each command is asked about at least three times.
-	eventually(t, 20*time.Second, "every command parked three times", func() bool {
+	testenv.Eventually(t, 20*time.Second, "every command parked three times", func() bool {
 		return gather(t, reg)[parkedForRoom] >= 3*n
 	})
 	got := gather(t, reg)
@@ -189,7 +189,7 @@ func TestWorkerCeilingOvershootIsBounded(t *testing.T) {
 	}
 	e.waitFacts(6, 20*time.Second)
 	// The three left over are asked about again and again.
-	eventually(t, 20*time.Second, "the three left over parked four times each", func() bool {
+	testenv.Eventually(t, 20*time.Second, "the three left over parked four times each", func() bool {
 		return gather(t, reg)[parkedForRoom] >= 12
 	})
 	if f := e.factsNow(); len(f) != 6 {

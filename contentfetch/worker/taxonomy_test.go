@@ -308,7 +308,7 @@ func runTaxonomyRow(t *testing.T, b backend, row taxonomyRow) {
 	e.waitFacts(len(wantFacts), 15*time.Second)
 	e.waitSettled(15 * time.Second)
 	for _, id := range row.deduped {
-		eventually(t, 5*time.Second, "dedupe key of "+id, func() bool { return e.deduped(id) })
+		testenv.Eventually(t, 5*time.Second, "dedupe key of "+id, func() bool { return e.deduped(id) })
 	}
 
 	gotFacts := e.factsNow()

@@ -437,24 +437,10 @@ func (e *wenv) deduped(commandID string) bool {
 	return n == 1
 }
 
-// eventually polls cond until it holds or the timeout passes. The worker
-// runs on real Redis and real sockets, so the test waits for their I/O
-// rather than for a clock.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func (e *wenv) waitFacts(n int, timeout time.Duration) []envelope.Model {
 	e.t.Helper()
 	var facts []envelope.Model
-	eventually(e.t, timeout, fmt.Sprintf("%d facts", n), func() bool {
+	testenv.Eventually(e.t, timeout, fmt.Sprintf("%d facts", n), func() bool {
 		facts = e.factsNow()
 		return len(facts) >= n
 	})
@@ -464,7 +450,7 @@ func (e *wenv) waitFacts(n int, timeout time.Duration) []envelope.Model {
 func (e *wenv) waitDLQ(n int, timeout time.Duration) []map[string]string {
 	e.t.Helper()
 	var dl []map[string]string
-	eventually(e.t, timeout, fmt.Sprintf("%d dead letters", n), func() bool {
+	testenv.Eventually(e.t, timeout, fmt.Sprintf("%d dead letters", n), func() bool {
 		dl = e.dlqNow()
 		return len(dl) >= n
 	})
@@ -499,7 +485,7 @@ func (e *wenv) waitSettled(timeout time.Duration) {
 	e.mu.Lock()
 	last := e.lastAdded
 	e.mu.Unlock()
-	eventually(e.t, timeout, "every entry delivered and none pending", func() bool {
+	testenv.Eventually(e.t, timeout, "every entry delivered and none pending", func() bool {
 		return e.lastDelivered() == last && e.pending() == 0
 	})
 }
@@ -557,4 +543,13 @@ func slotsOr4(n int) int {
 		return 4
 	}
 	return n
+}
+
+// spacing is d as a policy.LocalOptions.DefaultInterval: None when d is
+// zero, so a zero interval means no spacing as the tests intend.
+func spacing(d time.Duration) time.Duration {
+	if d == 0 {
+		return policy.None
+	}
+	return d
 }

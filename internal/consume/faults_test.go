@@ -125,7 +125,7 @@ func (e *lenv) start(client rueidis.Client, c *testCap, adjust func(*Loop[tcmd, 
 			e.t.Error("Run did not return within 10 s of being stopped")
 		}
 	})
-	waitFor(e.t, 10*time.Second, "the consumer group", l.Healthy)
+	testenv.Eventually(e.t, 10*time.Second, "the consumer group", l.Healthy)
 	return r
 }
 
@@ -193,17 +193,6 @@ func (e *lenv) pendingFor(id string) string {
 	return name
 }
 
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // gate holds the loop's first back-off until opened, so a test can act
 // while the loop knows only that Redis failed once.
 type gate struct {
@@ -263,7 +252,7 @@ func TestLoopRecreatesVanishedGroupWhereItLeftOff(t *testing.T) {
 				want = append(want, fmt.Sprintf("before-%d", i))
 				e.add(want[i], "complete")
 			}
-			waitFor(t, 10*time.Second, "the facts of the first commands", func() bool { return len(e.facts()) == tt.before })
+			testenv.Eventually(t, 10*time.Second, "the facts of the first commands", func() bool { return len(e.facts()) == tt.before })
 
 			tt.fault(e)
 			select {
@@ -278,7 +267,7 @@ func TestLoopRecreatesVanishedGroupWhereItLeftOff(t *testing.T) {
 				e.add(after[i], "complete")
 			}
 			close(g.open)
-			waitFor(t, 10*time.Second, "a fact for every command published after the fault", func() bool {
+			testenv.Eventually(t, 10*time.Second, "a fact for every command published after the fault", func() bool {
 				got := e.facts()
 				for _, id := range after {
 					if !slices.Contains(got, id) {
@@ -343,7 +332,7 @@ func TestLoopWritesNoFateForADeliveryTakenElsewhere(t *testing.T) {
 					t.Fatalf("XCLAIM: %v", err)
 				}
 				release <- struct{}{}
-				waitFor(t, 10*time.Second, "the handling to end", func() bool { held, _ := run.loop.counts(); return held == 0 })
+				testenv.Eventually(t, 10*time.Second, "the handling to end", func() bool { held, _ := run.loop.counts(); return held == 0 })
 
 				if got := e.facts(); len(got) != 0 {
 					t.Fatalf("run %d: facts %v, want none: another consumer owns the delivery", i, got)
@@ -376,13 +365,13 @@ func TestLoopStillWritesTheFatesItOwns(t *testing.T) {
 		want = append(want, fmt.Sprintf("c%03d", i))
 		e.add(want[i], "complete")
 	}
-	waitFor(t, 20*time.Second, "200 facts", func() bool { return len(e.facts()) == 200 })
+	testenv.Eventually(t, 20*time.Second, "200 facts", func() bool { return len(e.facts()) == 200 })
 	got := e.facts()
 	slices.Sort(got)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("facts mismatch (-want +got):\n%s", diff)
 	}
-	waitFor(t, 10*time.Second, "every entry acked", func() bool {
+	testenv.Eventually(t, 10*time.Second, "every entry acked", func() bool {
 		n, err := e.client.Do(context.Background(), e.client.B().Xpending().Key(e.o.Stream).Group(e.o.Group).Build()).ToArray()
 		if err != nil || len(n) == 0 {
 			return false

@@ -203,17 +203,6 @@ func (e *lenv) deduped(id string) bool {
 	return n == 1
 }
 
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func (e *lenv) object(bucket, key string) ([]byte, bool) {
 	e.t.Helper()
 	r, err := e.gcs.Client.Bucket(bucket).Object(key).NewReader(context.Background())
@@ -237,7 +226,7 @@ func TestLoopCompletesAndDedupes(t *testing.T) {
 	data := []byte("the fetched bytes")
 	cmd := e.command("c1", e.store(data))
 	e.addModel(cmd)
-	eventually(t, 10*time.Second, "the fact", func() bool { return len(e.factsNow()) == 1 })
+	testenv.Eventually(t, 10*time.Second, "the fact", func() bool { return len(e.factsNow()) == 1 })
 	done, ok := e.factsNow()[0].(*envelope.ReplicationComplete)
 	if !ok {
 		t.Fatalf("fact = %#v, want replication_complete", e.factsNow()[0])
@@ -249,11 +238,11 @@ func TestLoopCompletesAndDedupes(t *testing.T) {
 	if got, ok := e.object(destBucket, key); !ok || !bytes.Equal(got, data) {
 		t.Errorf("object %s = %q (exists %v), want the blob's bytes", key, got, ok)
 	}
-	eventually(t, 5*time.Second, "the ack", func() bool { return e.pending() == 0 && e.deduped("c1") })
+	testenv.Eventually(t, 5*time.Second, "the ack", func() bool { return e.pending() == 0 && e.deduped("c1") })
 
 	// The same command_id again: acked, nothing written or announced.
 	e.addModel(e.command("c1", cmd.BlobURI))
-	eventually(t, 5*time.Second, "the duplicate acked", func() bool {
+	testenv.Eventually(t, 5*time.Second, "the duplicate acked", func() bool {
 		return e.pending() == 0 && strings.Contains(e.logs.String(), "skipped an already-handled command")
 	})
 	if n := len(e.factsNow()); n != 1 {
@@ -295,8 +284,8 @@ func TestLoopRefusalsAreAnnouncedThenDeadLettered(t *testing.T) {
 	for _, r := range rows {
 		ids[r.cmd.CommandID] = e.addModel(r.cmd)
 	}
-	eventually(t, 10*time.Second, "every dead letter", func() bool { return len(e.entries(e.dlq)) == len(rows) })
-	eventually(t, 5*time.Second, "every ack", func() bool { return e.pending() == 0 })
+	testenv.Eventually(t, 10*time.Second, "every dead letter", func() bool { return len(e.entries(e.dlq)) == len(rows) })
+	testenv.Eventually(t, 5*time.Second, "every ack", func() bool { return e.pending() == 0 })
 	failed := map[string]envelope.ReplicateReason{}
 	for _, f := range e.factsNow() {
 		rf, ok := f.(*envelope.ReplicationFailed)
@@ -355,7 +344,7 @@ func TestLoopAnAliasWritesOnlyUnderItsRoot(t *testing.T) {
 	e.addModel(e.command("other", e.store(data), func(c *envelope.ContentReplicate) {
 		c.CredentialsAlias, c.Destination = "other", "x/"+destBucket+"/a.txt"
 	}))
-	eventually(t, 10*time.Second, "the fact", func() bool { return len(e.factsNow()) == 1 })
+	testenv.Eventually(t, 10*time.Second, "the fact", func() bool { return len(e.factsNow()) == 1 })
 	done, ok := e.factsNow()[0].(*envelope.ReplicationComplete)
 	want := replicate.PublicURLBase + "/" + otherBucket + "/elsewhere/x/" + destBucket + "/a.txt"
 	if !ok || done.PublicURL != want {
@@ -380,7 +369,7 @@ func TestLoopFramesRefusedBeforeHandling(t *testing.T) {
 	e.addModel(&envelope.ContentFetch{CommandID: "fetch-1", URL: "https://example.com/", InfoSourceID: "s", OccurredAt: time.Now()})
 	e.addModel(future)
 	e.addModel(e.command(" ", uri))
-	eventually(t, 10*time.Second, "four dead letters", func() bool { return len(e.entries(e.dlq)) == 4 })
+	testenv.Eventually(t, 10*time.Second, "four dead letters", func() bool { return len(e.entries(e.dlq)) == 4 })
 	var reasons []string
 	for _, d := range e.entries(e.dlq) {
 		reasons = append(reasons, d.FieldValues[envelope.FieldDLQReason])
@@ -403,12 +392,12 @@ func TestLoopProviderTroubleStaysPendingThenCompletes(t *testing.T) {
 	e.upload.Store(http.StatusServiceUnavailable)
 	e.start()
 	e.addModel(e.command("c503", e.store([]byte("retried"))))
-	eventually(t, 10*time.Second, "a refused upload", func() bool { return strings.Contains(e.logs.String(), `"outcome":"transient"`) })
+	testenv.Eventually(t, 10*time.Second, "a refused upload", func() bool { return strings.Contains(e.logs.String(), `"outcome":"transient"`) })
 	if n := len(e.factsNow()); n != 0 || e.pending() != 1 {
 		t.Fatalf("%d facts and %d pending after a 503, want none and 1", n, e.pending())
 	}
 	e.upload.Store(0)
-	eventually(t, 10*time.Second, "the retry through the reclaim", func() bool { return len(e.factsNow()) == 1 })
+	testenv.Eventually(t, 10*time.Second, "the retry through the reclaim", func() bool { return len(e.factsNow()) == 1 })
 	if _, ok := e.factsNow()[0].(*envelope.ReplicationComplete); !ok {
 		t.Errorf("fact = %#v, want replication_complete", e.factsNow()[0])
 	}
@@ -431,7 +420,7 @@ func TestLoopProviderRefusalsCloseTheCommand(t *testing.T) {
 			e.upload.Store(int32(tc.status))
 			e.start()
 			e.addModel(e.command("c", e.store([]byte("refused"))))
-			eventually(t, 10*time.Second, "the dead letter", func() bool { return len(e.entries(e.dlq)) == 1 })
+			testenv.Eventually(t, 10*time.Second, "the dead letter", func() bool { return len(e.entries(e.dlq)) == 1 })
 			facts := e.factsNow()
 			if len(facts) != 1 {
 				t.Fatalf("%d facts, want 1", len(facts))
@@ -458,7 +447,7 @@ func TestLoopRedeliveryAfterACrashBetweenWriteAndFact(t *testing.T) {
 	data := []byte("written once")
 	e.addModel(e.command("crash", e.store(data)))
 	key := e.prefix + "/a/crash.txt"
-	eventually(t, 10*time.Second, "the write without its fact", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the write without its fact", func() bool {
 		_, ok := e.object(destBucket, key)
 		return ok && strings.Contains(e.logs.String(), `"op":"publish"`)
 	})
@@ -472,7 +461,7 @@ func TestLoopRedeliveryAfterACrashBetweenWriteAndFact(t *testing.T) {
 	if err := e.client.Do(ctx, e.client.B().Del().Key(e.facts).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the redelivery's fact", func() bool { return len(e.entries(e.facts)) == 1 })
+	testenv.Eventually(t, 10*time.Second, "the redelivery's fact", func() bool { return len(e.entries(e.facts)) == 1 })
 	done, ok := e.factsNow()[0].(*envelope.ReplicationComplete)
 	if want := replicate.PublicURLBase + "/" + destBucket + "/" + key; !ok || done.PublicURL != want {
 		t.Fatalf("fact = %#v, want replication_complete for %s", e.factsNow()[0], want)
@@ -484,7 +473,7 @@ func TestLoopRedeliveryAfterACrashBetweenWriteAndFact(t *testing.T) {
 	if again.Generation != attrs.Generation {
 		t.Errorf("object generation %d, was %d: the redelivery wrote it again", again.Generation, attrs.Generation)
 	}
-	eventually(t, 5*time.Second, "the ack", func() bool { return e.pending() == 0 && e.deduped("crash") })
+	testenv.Eventually(t, 5*time.Second, "the ack", func() bool { return e.pending() == 0 && e.deduped("crash") })
 }
 
 // TestLoopUnclassifiedClosesAtTheCeiling: a stored blob that no longer
@@ -500,7 +489,7 @@ func TestLoopUnclassifiedClosesAtTheCeiling(t *testing.T) {
 	}
 	e.start()
 	e.addModel(e.command("damaged", uri))
-	eventually(t, 15*time.Second, "the dead letter", func() bool { return len(e.entries(e.dlq)) == 1 })
+	testenv.Eventually(t, 15*time.Second, "the dead letter", func() bool { return len(e.entries(e.dlq)) == 1 })
 	facts := e.factsNow()
 	if len(facts) != 1 {
 		t.Fatalf("%d facts, want 1", len(facts))

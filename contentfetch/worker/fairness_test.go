@@ -85,7 +85,7 @@ func TestWorkerFairness(t *testing.T) {
 	start := time.Now()
 	run := e.start(so, wo)
 	var took time.Duration
-	eventually(t, 10*time.Second, "the fast host's fact", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the fast host's fact", func() bool {
 		for _, id := range commandIDs(e.factsNow()) {
 			if id == "c-fast" {
 				took = time.Since(start)
@@ -143,7 +143,7 @@ func TestWorkerFairnessWhenFull(t *testing.T) {
 			start := time.Now()
 			run := e.start(stackOptions{floors: floors, slots: tc.slots, maxWait: tc.maxWait}, wo)
 			var took time.Duration
-			eventually(t, 10*time.Second, "the fast host's fact", func() bool {
+			testenv.Eventually(t, 10*time.Second, "the fast host's fact", func() bool {
 				if slices.Contains(commandIDs(e.factsNow()), "c-fast") {
 					took = time.Since(start)
 					return true
@@ -218,7 +218,7 @@ func TestWorkerKeepsParkedCommandsOwned(t *testing.T) {
 	e.addModel(e.command("c-1", e.url("paced.test", "/1")))
 	e.waitFacts(1, 10*time.Second)
 	id := e.addModel(e.command("c-2", e.url("paced.test", "/2")))
-	eventually(t, 10*time.Second, "the second command parked", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the second command parked", func() bool {
 		return strings.Contains(e.logs.String(), `"msg":"parked a command until its host is due","message_id":"`+id)
 	})
 

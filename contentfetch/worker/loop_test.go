@@ -80,7 +80,7 @@ func TestWorkerTransientThenSuccess(t *testing.T) {
 				e.start(stackOptions{}, e.workerOptions())
 				url := "http://w.test:" + strconv.Itoa(port) + "/late"
 				e.addModel(e.command("c-late", url))
-				eventually(t, 10*time.Second, "a transient outcome", func() bool {
+				testenv.Eventually(t, 10*time.Second, "a transient outcome", func() bool {
 					return strings.Contains(e.logs.String(), `"outcome":"transient"`)
 				})
 				if len(e.factsNow()) != 0 || e.pending() != 1 {
@@ -149,14 +149,14 @@ func TestWorkerTrimmedWhilePending(t *testing.T) {
 				e := newEnv(t, b.client, testenv.Status(http.StatusServiceUnavailable, nil, "busy"))
 				e.start(stackOptions{}, e.workerOptions())
 				id := e.addModel(e.command("c-trim", e.url("w.test", "/busy")))
-				eventually(t, 10*time.Second, "a first attempt", func() bool { return e.origin.Count() >= 1 })
+				testenv.Eventually(t, 10*time.Second, "a first attempt", func() bool { return e.origin.Count() >= 1 })
 				if err := e.do(e.client.B().Xdel().Key(e.stream).Id(id).Build()).Error(); err != nil {
 					t.Fatal(err)
 				}
 				e.waitSettled(10 * time.Second)
 				// XAUTOCLAIM drops a trimmed entry from the pending list before the
 				// worker reads its reply, so the line may follow the settling.
-				eventually(t, 5*time.Second, "a WARN line about the trimmed entry", func() bool {
+				testenv.Eventually(t, 5*time.Second, "a WARN line about the trimmed entry", func() bool {
 					return strings.Contains(e.logs.String(), "trimmed from the stream")
 				})
 				if f, dl := e.factsNow(), e.dlqNow(); len(f) != 0 || len(dl) != 0 {
@@ -185,7 +185,7 @@ func TestWorkerTrimmedWhilePending(t *testing.T) {
 				}
 				close(answer)
 				e.waitSettled(10 * time.Second)
-				eventually(t, 5*time.Second, "a WARN line about the trimmed entry", func() bool {
+				testenv.Eventually(t, 5*time.Second, "a WARN line about the trimmed entry", func() bool {
 					return strings.Contains(e.logs.String(), "trimmed from the stream")
 				})
 				if f, dl := e.factsNow(), e.dlqNow(); len(f) != 0 || len(dl) != 0 {
@@ -200,7 +200,7 @@ func TestWorkerTrimmedWhilePending(t *testing.T) {
 				e.addModel(e.command("c-first", e.url("paced.test", "/1")))
 				e.waitFacts(1, 10*time.Second)
 				id := e.addModel(e.command("c-parked", e.url("paced.test", "/2")))
-				eventually(t, 10*time.Second, "the second command parked", func() bool {
+				testenv.Eventually(t, 10*time.Second, "the second command parked", func() bool {
 					return strings.Contains(e.logs.String(), "parked a command")
 				})
 				if err := e.do(e.client.B().Xdel().Key(e.stream).Id(id).Build()).Error(); err != nil {
@@ -209,7 +209,7 @@ func TestWorkerTrimmedWhilePending(t *testing.T) {
 				e.waitSettled(10 * time.Second)
 				// XAUTOCLAIM drops a trimmed entry from the pending list before the
 				// worker reads its reply, so the line may follow the settling.
-				eventually(t, 5*time.Second, "a WARN line about the trimmed entry", func() bool {
+				testenv.Eventually(t, 5*time.Second, "a WARN line about the trimmed entry", func() bool {
 					return strings.Contains(e.logs.String(), "trimmed from the stream")
 				})
 				if f, dl := e.factsNow(), e.dlqNow(); len(f) != 1 || len(dl) != 0 {
@@ -270,7 +270,7 @@ func TestWorkerSurvivesRedisRestart(t *testing.T) {
 			e.addModel(e.command("c-slow", e.url("w.test", "/slow")))
 			<-slowStarted
 			b.stop()
-			eventually(t, 10*time.Second, "the worker to notice the outage", func() bool {
+			testenv.Eventually(t, 10*time.Second, "the worker to notice the outage", func() bool {
 				logs := e.logs.String()
 				return strings.Contains(logs, "consume cycle failed") && strings.Contains(logs, "could not record a command's fate")
 			})
@@ -292,8 +292,8 @@ func TestWorkerSurvivesRedisRestart(t *testing.T) {
 				t.Fatalf("Run returned during the outage: %v", run.err)
 			default:
 			}
-			eventually(t, 10*time.Second, "the worker to be healthy again", run.worker.Healthy)
-			eventually(t, 5*time.Second, "a log line saying the loop recovered", func() bool {
+			testenv.Eventually(t, 10*time.Second, "the worker to be healthy again", run.worker.Healthy)
+			testenv.Eventually(t, 5*time.Second, "a log line saying the loop recovered", func() bool {
 				return strings.Contains(e.logs.String(), "consume cycle recovered")
 			})
 		})
@@ -321,7 +321,7 @@ func TestWorkerGivesUpWhenRedisIsGone(t *testing.T) {
 			wo.Loop.BackoffMax = 40 * time.Millisecond
 			wo.Loop.MaxConsecutiveFailures = 5
 			run := e.start(stackOptions{}, wo)
-			eventually(t, 10*time.Second, "the worker to be healthy", run.worker.Healthy)
+			testenv.Eventually(t, 10*time.Second, "the worker to be healthy", run.worker.Healthy)
 			b.stop()
 			err := run.wait(t, 30*time.Second)
 			if !errors.Is(err, worker.ErrBrokerUnavailable) {
@@ -353,7 +353,7 @@ func TestWorkerShutdown(t *testing.T) {
 				wo.DrainTimeout = 300 * time.Millisecond
 				run := e.start(stackOptions{}, wo)
 				id := e.addModel(e.command("c-slow", e.url("w.test", "/slow")))
-				eventually(t, 10*time.Second, "the request to reach the origin", func() bool { return e.origin.Count() == 1 })
+				testenv.Eventually(t, 10*time.Second, "the request to reach the origin", func() bool { return e.origin.Count() == 1 })
 
 				start := time.Now()
 				if err := run.stop(t); err != nil {
@@ -385,8 +385,8 @@ func TestWorkerShutdown(t *testing.T) {
 				wo.Loop.ReadBlock = 30 * time.Second
 				wo.Loop.ClaimMinIdle = time.Minute
 				run := e.start(stackOptions{}, wo)
-				eventually(t, 10*time.Second, "the worker to be healthy", run.worker.Healthy)
-				eventually(t, 10*time.Second, "the worker to block in a read", func() bool {
+				testenv.Eventually(t, 10*time.Second, "the worker to be healthy", run.worker.Healthy)
+				testenv.Eventually(t, 10*time.Second, "the worker to block in a read", func() bool {
 					return strings.Contains(clientList(t, e), "cmd=xreadgroup")
 				})
 				start := time.Now()
@@ -408,7 +408,7 @@ func TestWorkerShutdown(t *testing.T) {
 				e.addModel(e.command("c-1", e.url("paced.test", "/1")))
 				e.addModel(e.command("c-2", e.url("paced.test", "/2")))
 				e.waitFacts(1, 10*time.Second)
-				eventually(t, 10*time.Second, "the second command to be waiting", func() bool {
+				testenv.Eventually(t, 10*time.Second, "the second command to be waiting", func() bool {
 					return e.lastDelivered() != "" && e.pending() == 1
 				})
 				start := time.Now()

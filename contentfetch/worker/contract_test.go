@@ -114,10 +114,10 @@ func TestWorkerSpecStorageCeiling(t *testing.T) {
 			e.waitFacts(3, 15*time.Second)
 			// Parked, due again and parked again: the sink is asked each
 			// time, and the command is never handed back to the stream.
-			eventually(t, 15*time.Second, "c-full parked twice", func() bool {
+			testenv.Eventually(t, 15*time.Second, "c-full parked twice", func() bool {
 				return strings.Count(e.logs.String(), `"msg":"parked a command until the blob store has room","message_id":"`+parkedID) >= 2
 			})
-			eventually(t, 15*time.Second, "only c-full pending", func() bool { return e.pending() == 1 })
+			testenv.Eventually(t, 15*time.Second, "only c-full pending", func() bool { return e.pending() == 1 })
 
 			if got := e.specOutcomes("c-full"); len(got) != 0 {
 				t.Errorf("c-full outcomes = %v, want none while it is parked", got)
@@ -232,7 +232,7 @@ func TestWorkerSpecDeliveryCountUnreadable(t *testing.T) {
 	id := e.addModel(e.command("c-bug", e.url("w.test", "/bug")))
 
 	const handlings = 5 // 2.5 times the ceiling
-	eventually(t, 20*time.Second, fmt.Sprintf("%d handlings, each unable to read the delivery count", handlings), func() bool {
+	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("%d handlings, each unable to read the delivery count", handlings), func() bool {
 		return e.origin.Count() >= handlings && e.deliveries(id) >= handlings &&
 			e.logs.Count("cannot read the delivery count") >= handlings
 	})
@@ -301,7 +301,7 @@ func TestWorkerSpecDedupeTTL(t *testing.T) {
 			e.addModel(e.command("c-ttl", e.url("w.test", "/ok/c-ttl")))
 			e.waitFacts(1, 15*time.Second)
 			e.waitSettled(15 * time.Second)
-			eventually(t, 5*time.Second, "dedupe key of c-ttl", func() bool { return e.deduped("c-ttl") })
+			testenv.Eventually(t, 5*time.Second, "dedupe key of c-ttl", func() bool { return e.deduped("c-ttl") })
 
 			ms, err := e.do(e.client.B().Pttl().Key(e.prefix + "c-ttl").Build()).AsInt64()
 			if err != nil {
@@ -540,7 +540,7 @@ func TestWorkerSpecFactBeforeDeadLetter(t *testing.T) {
 	for id := range cmds {
 		seen[id] = &steps{-1, -1, -1}
 	}
-	eventually(t, 10*time.Second, "MONITOR to show every fact, dead letter and ack", func() bool {
+	testenv.Eventually(t, 10*time.Second, "MONITOR to show every fact, dead letter and ack", func() bool {
 		for _, s := range seen {
 			*s = steps{-1, -1, -1}
 		}
