@@ -26,48 +26,6 @@ import (
 // another consumer while its handling runs, and a Redis that falls silent
 // (docs/streams.md, Group, Fates and Broker trouble).
 
-// tcmd is a test command: its command_id and the fate its handling ends
-// in ("complete", "close" or "unclassified").
-type tcmd struct{ id, fate string }
-
-// testCap handles a tcmd by ending in the fate it names; hold, when set,
-// runs inside Handle first.
-type testCap struct{ hold func(tcmd) }
-
-func (c *testCap) Decode(f map[string]string) Decoded[tcmd] {
-	return Decoded[tcmd]{Command: tcmd{id: f["key"], fate: f["payload"]}, CommandID: f["key"],
-		Attrs: []slog.Attr{slog.String("command_id", f["key"])}}
-}
-
-func (c *testCap) Handle(_ context.Context, cmd tcmd) tcmd {
-	if c.hold != nil {
-		c.hold(cmd)
-	}
-	return cmd
-}
-
-func (c *testCap) Fate(r tcmd) Fate {
-	switch r.fate {
-	case "close":
-		return Fate{Kind: Close, Fact: testFact(r.id, envelope.ReasonHTTPStatus), Outcome: "permanent",
-			Reason: string(envelope.ReasonHTTPStatus), Err: errors.New("410")}
-	case "unclassified":
-		return Fate{Kind: Unclassified, Outcome: "unclassified", Err: errors.New("a bug")}
-	default:
-		return Fate{Kind: Complete, Fact: testFact(r.id, envelope.ReasonNotModified), Outcome: "complete"}
-	}
-}
-
-func (c *testCap) HandlerError(cmd tcmd, _ int, _ string, _ time.Time) envelope.Model {
-	return testFact(cmd.id, envelope.ReasonHandlerError)
-}
-
-func (c *testCap) Observe(*Held[tcmd], tcmd) {}
-
-func testFact(id string, reason envelope.Reason) envelope.Model {
-	return &envelope.FetchFailed{CommandID: id, URL: "http://t.test/" + id, InfoSourceID: "test", Reason: reason, Terminal: true}
-}
-
 // lenv is one test's loop on a private Redis: its keys, its client and its
 // log.
 type lenv struct {
@@ -250,7 +208,7 @@ func TestLoopRecreatesVanishedGroupWhereItLeftOff(t *testing.T) {
 			var want []string
 			for i := range tt.before {
 				want = append(want, fmt.Sprintf("before-%d", i))
-				e.add(want[i], "complete")
+				e.add(want[i], planNotModified)
 			}
 			testenv.Eventually(t, 10*time.Second, "the facts of the first commands", func() bool { return len(e.facts()) == tt.before })
 
@@ -264,7 +222,7 @@ func TestLoopRecreatesVanishedGroupWhereItLeftOff(t *testing.T) {
 			var after []string
 			for i := range 5 {
 				after = append(after, fmt.Sprintf("after-%d", i))
-				e.add(after[i], "complete")
+				e.add(after[i], planNotModified)
 			}
 			close(g.open)
 			testenv.Eventually(t, 10*time.Second, "a fact for every command published after the fault", func() bool {
@@ -311,7 +269,7 @@ func TestLoopIDAfter(t *testing.T) {
 // after this worker paused would), 20 times per fate: no fact, no dedupe
 // key, no ack and no dead letter may follow from this worker.
 func TestLoopWritesNoFateForADeliveryTakenElsewhere(t *testing.T) {
-	for _, fate := range []string{"complete", "close", "unclassified"} {
+	for _, fate := range []string{planNotModified, planPermanent, planUnclassified} {
 		t.Run(fate, func(t *testing.T) {
 			e := newLEnv(t)
 			e.o.MaxDeliveryAttempts = 2 // the other consumer's claim makes 2
@@ -363,7 +321,7 @@ func TestLoopStillWritesTheFatesItOwns(t *testing.T) {
 	var want []string
 	for i := range 200 {
 		want = append(want, fmt.Sprintf("c%03d", i))
-		e.add(want[i], "complete")
+		e.add(want[i], planNotModified)
 	}
 	testenv.Eventually(t, 20*time.Second, "200 facts", func() bool { return len(e.facts()) == 200 })
 	got := e.facts()
@@ -555,7 +513,7 @@ func TestLoopsGiveUpNamingTheFirstFailure(t *testing.T) {
 	idleEnv.o.Stream, idleEnv.o.Group, idleEnv.o.ReadBlock = "idle-cmds", "idle-g", time.Second
 	idle := idleEnv.start(client, &testCap{}, nil)
 
-	e.add("c1", "complete")
+	e.add("c1", planNotModified)
 	<-entered
 	// Silence Redis just after the idle loop sends a read, so the read
 	// was due a whole block (1 s) after the silence began.
@@ -603,55 +561,6 @@ func lastLine(logs, sub string) string {
 	return ""
 }
 
-// fakeClock is an injected clock that moves only when slept on or
-// advanced.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func (c *fakeClock) sleep(_ context.Context, d time.Duration) error {
-	c.advance(max(d, 0))
-	return nil
-}
-
-// timeoutBroker is a broker whose reads each wait out a 7 s timeout, on the
-// loop's clock, and fail, as on a silent network; a shorter deadline on
-// the read's context cuts the wait short. Other calls answer at once.
-type timeoutBroker struct {
-	broker // nil: any call not defined here panics
-	clk    *fakeClock
-	reads  atomic.Int32
-}
-
-func (b *timeoutBroker) createGroup(context.Context, string) error { return nil }
-
-func (b *timeoutBroker) autoclaim(context.Context, string, int) (string, []Entry, []string, error) {
-	return "0-0", nil, nil, nil
-}
-
-func (b *timeoutBroker) read(ctx context.Context, _ int, _ time.Duration) ([]Entry, error) {
-	b.reads.Add(1)
-	wait := 7 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(dl))
-	}
-	b.clk.advance(wait)
-	return nil, errors.New("i/o timeout")
-}
-
 // TestLoopGivesUpAfterTheOutageLimitWhateverTheTimeouts: at the defaults
 // the limit is 451 s; with every read waiting out a 7 s timeout, counting
 // 20 failed cycles would take 20 × 7 s more. The loop gives up 451 s after
@@ -664,7 +573,19 @@ func TestLoopGivesUpAfterTheOutageLimitWhateverTheTimeouts(t *testing.T) {
 	o := Options{Config: loop.Config{Consumer: "c", Logger: slog.New(slog.NewJSONHandler(logs, nil))},
 		Stream: "s", Group: "g", FactsStream: "f", DLQStream: "d", DedupePrefix: "k:"}
 	l := New[tcmd, tcmd](nil, &testCap{}, NewFIFO[tcmd, tcmd](1), o)
-	b := &timeoutBroker{clk: clk}
+	// Each read waits out a 7 s timeout on the loop's clock and fails, as
+	// on a silent network; a shorter deadline on its context cuts the wait
+	// short.
+	fb := newFakeBroker("c", clk.now)
+	fb.fault("read", func(ctx context.Context) error {
+		wait := 7 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(dl))
+		}
+		clk.advance(wait)
+		return errors.New("i/o timeout")
+	})
+	b := newRecorder(fb)
 	l.b, l.clock = b, clock{now: clk.now, sleep: clk.sleep}
 
 	err := l.Run(context.Background())
@@ -675,7 +596,13 @@ func TestLoopGivesUpAfterTheOutageLimitWhateverTheTimeouts(t *testing.T) {
 	if got := clk.now(); got.Before(want) || got.After(want.Add(time.Millisecond)) {
 		t.Errorf("gave up at start + %v, want start + %v", got.Sub(t0), want.Sub(t0))
 	}
-	if n := b.reads.Load(); n >= loop.DefaultMaxConsecutiveFailures {
+	reads := 0
+	for _, call := range b.record() {
+		if strings.HasPrefix(call, "read") {
+			reads++
+		}
+	}
+	if n := reads; n >= loop.DefaultMaxConsecutiveFailures {
 		t.Errorf("%d reads; the timeouts should have left room for fewer than %d", n, loop.DefaultMaxConsecutiveFailures)
 	}
 	line := lastLine(logs.String(), "giving up")
