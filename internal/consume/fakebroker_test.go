@@ -239,6 +239,35 @@ func (b *fakeBroker) autoclaim(ctx context.Context, _ string, count int) (string
 	return "0-0", claimed, deleted, nil
 }
 
+// recall is recall.lua: each id still pending here is claimed again (one
+// more delivery) and returned, or named trimmed when the stream lost it;
+// one pending elsewhere, or acked, is left alone.
+func (b *fakeBroker) recall(ctx context.Context, ids []string) ([]Entry, []string, error) {
+	if err := b.faulted(ctx, "recall"); err != nil {
+		return nil, nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var (
+		got     []Entry
+		trimmed []string
+	)
+	for _, id := range ids {
+		p := b.pel[id]
+		if p == nil || p.consumer != b.consumer {
+			continue
+		}
+		e, ok := b.find(id)
+		if !ok {
+			trimmed = append(trimmed, id)
+			continue
+		}
+		p.deliveries, p.idle = p.deliveries+1, false
+		got = append(got, e.Entry)
+	}
+	return got, trimmed, nil
+}
+
 // pendingIDs lists the pending list's ids in stream order.
 func (b *fakeBroker) pendingIDs() []string {
 	ids := make([]string, 0, len(b.pel))
@@ -534,6 +563,12 @@ func (r *recorder) own(ctx context.Context, ids []string) ([]ownership, error) {
 	}
 	r.log(call, err != nil)
 	return states, err
+}
+
+func (r *recorder) recall(ctx context.Context, ids []string) ([]Entry, []string, error) {
+	entries, trimmed, err := r.broker.recall(ctx, ids)
+	r.log(join("recall", ids...), err != nil)
+	return entries, trimmed, err
 }
 
 func (r *recorder) ack(ctx context.Context, ids ...string) error {

@@ -515,7 +515,7 @@ func runFateCase(t *testing.T, tc fateCase, env fateEnv, clk *fakeClock) {
 			t.Fatal("no command reached the handler")
 		}
 		cancel()
-		waitFor(t, 10*time.Second, "the loop to stop", func() bool {
+		testenv.Eventually(t, 10*time.Second, "the loop to stop", func() bool {
 			r := l.cur.Load()
 			if r == nil {
 				return true
@@ -537,7 +537,7 @@ func runFateCase(t *testing.T, tc fateCase, env fateEnv, clk *fakeClock) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		waitFor(t, 10*time.Second, "the loop to be idle", func() bool {
+		testenv.Eventually(t, 10*time.Second, "the loop to be idle", func() bool {
 			held, _ := l.counts()
 			return held == 0 && rec.inRead()
 		})
