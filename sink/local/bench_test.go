@@ -53,7 +53,7 @@ func BenchmarkPutSmall(b *testing.B) {
 		body := make([]byte, 1024)
 		for pb.Next() {
 			binary.LittleEndian.PutUint64(body, uint64(seq.Add(1)))
-			if _, err := s.Put(context.Background(), bytes.NewReader(body), 0); err != nil {
+			if _, err := s.Put(context.Background(), bytes.NewReader(body), sink.PutOptions{}); err != nil {
 				b.Error(err)
 				return
 			}

@@ -136,8 +136,8 @@ type Sink struct {
 }
 
 var (
-	_ sink.OptionsSink = (*Sink)(nil)
-	_ sink.Room        = (*Sink)(nil)
+	_ sink.Sink = (*Sink)(nil)
+	_ sink.Room = (*Sink)(nil)
 )
 
 // New opens (creating if needed) the blob tree at opts.Dir. It logs a
@@ -215,14 +215,10 @@ func (s *Sink) URI(fingerprint string) string {
 }
 
 // Put implements sink.Sink; see the package documentation for the steps.
-func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {
-	return s.put(ctx, s.now(), r, sink.PutOptions{Limit: limit})
-}
-
-// PutWith implements sink.OptionsSink: Put with opts.Limit, and with
-// opts.Size claimed before a byte is read, refused with an error wrapping
-// sink.ErrNoRoom when Room has none for it. A file keeps no media type.
-func (s *Sink) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+// opts.Size is claimed before a byte is read, refused with an error
+// wrapping sink.ErrNoRoom when Room has none for it. A file keeps no media
+// type.
+func (s *Sink) Put(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
 	return s.put(ctx, s.now(), r, opts)
 }
 
@@ -230,11 +226,11 @@ func (s *Sink) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptions) (
 // is now+TTL, and the blob's mtime, which the sweep ages it by, is set to
 // now when it is created and moved forward past now when it is
 // re-referenced, so the announced expiry never outruns the sweep.
-func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int64) (sink.Blob, error) {
-	return s.put(ctx, now, r, sink.PutOptions{Limit: limit})
+func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+	return s.put(ctx, now, r, opts)
 }
 
-// put is PutWith at now. A store that finds the disk full fails with an
+// put is Put at now. A store that finds the disk full fails with an
 // error wrapping sink.ErrNoRoom as well, and Room remembers how far it got.
 // The temp is removed either way.
 func (s *Sink) put(ctx context.Context, now time.Time, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {

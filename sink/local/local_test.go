@@ -82,7 +82,7 @@ func tree(t *testing.T, dir string) []string {
 
 func mustPut(t *testing.T, s *Sink, now time.Time, data []byte) sink.Blob {
 	t.Helper()
-	b, err := s.PutAt(context.Background(), now, bytes.NewReader(data), 0)
+	b, err := s.PutAt(context.Background(), now, bytes.NewReader(data), sink.PutOptions{})
 	if err != nil {
 		t.Fatalf("PutAt: %v", err)
 	}
@@ -283,7 +283,7 @@ func TestReuseChecksTheBlobIsThere(t *testing.T) {
 	if err := os.Mkdir(path, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Put(context.Background(), bytes.NewReader(data), 0); err == nil {
+	if got, err := s.Put(context.Background(), bytes.NewReader(data), sink.PutOptions{}); err == nil {
 		t.Errorf("Put over a directory = %+v, want an error", got)
 	}
 }
@@ -348,7 +348,7 @@ func TestPutMakesASweptShardAgain(t *testing.T) {
 func TestSmallBodyOverTheLimit(t *testing.T) {
 	s := newSink(t, Options{})
 	made := temps(s)
-	_, err := s.Put(context.Background(), bytes.NewReader(make([]byte, 101)), 100)
+	_, err := s.Put(context.Background(), bytes.NewReader(make([]byte, 101)), sink.PutOptions{Limit: 100})
 	if !errors.Is(err, sink.ErrTooLarge) {
 		t.Fatalf("Put = %v, want ErrTooLarge", err)
 	}
@@ -394,7 +394,7 @@ func TestFailuresLeaveNothingBehind(t *testing.T) {
 			if tc.full {
 				s.wrapTemp = func(w io.Writer) io.Writer { return &diskFull{w: w, room: 100_000} }
 			}
-			_, err := s.Put(context.Background(), tc.body, tc.limit)
+			_, err := s.Put(context.Background(), tc.body, sink.PutOptions{Limit: tc.limit})
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Put = %v, want an error wrapping %v", err, tc.wantErr)
 			}
@@ -509,7 +509,7 @@ func TestSweepMissingRoot(t *testing.T) {
 		t.Errorf("Sweep of a missing root = %+v, %v; want zero stats and no error", st, err)
 	}
 	// Put recreates the root.
-	if _, err := s.Put(context.Background(), strings.NewReader("x"), 0); err != nil {
+	if _, err := s.Put(context.Background(), strings.NewReader("x"), sink.PutOptions{}); err != nil {
 		t.Errorf("Put after the root vanished: %v", err)
 	}
 }
@@ -759,7 +759,7 @@ func TestPutsRacingSweeps(t *testing.T) {
 				// Few distinct fingerprints, so shards are shared and
 				// blobs are re-referenced while being reaped.
 				data := fmt.Appendf(nil, "blob %d", (w*100+i)%7)
-				b, err := s.Put(context.Background(), bytes.NewReader(data), 0)
+				b, err := s.Put(context.Background(), bytes.NewReader(data), sink.PutOptions{})
 				if err != nil {
 					t.Errorf("Put: %v", err)
 					return
@@ -923,7 +923,7 @@ func TestRenameUnlessExists(t *testing.T) {
 func TestPutNeverReapsBeforeTheAnnouncedExpiry(t *testing.T) {
 	s := newSink(t, Options{})
 	before := time.Now()
-	b, err := s.Put(context.Background(), bytes.NewReader([]byte("fresh")), 0)
+	b, err := s.Put(context.Background(), bytes.NewReader([]byte("fresh")), sink.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -946,7 +946,7 @@ func TestPutNeverReapsBeforeTheAnnouncedExpiry(t *testing.T) {
 // another process, is made again by the next Put into it.
 func TestShardRemovedBehindTheSinksBack(t *testing.T) {
 	s := newSink(t, Options{})
-	first, err := s.Put(context.Background(), bytes.NewReader([]byte("one")), 0)
+	first, err := s.Put(context.Background(), bytes.NewReader([]byte("one")), sink.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -954,7 +954,7 @@ func TestShardRemovedBehindTheSinksBack(t *testing.T) {
 	if err := os.RemoveAll(filepath.Dir(leaf)); err != nil {
 		t.Fatal(err)
 	}
-	again, err := s.Put(context.Background(), bytes.NewReader([]byte("one")), 0)
+	again, err := s.Put(context.Background(), bytes.NewReader([]byte("one")), sink.PutOptions{})
 	if err != nil || !again.Created {
 		t.Fatalf("Put after the shard was removed = %+v, %v; want the blob made again", again, err)
 	}
