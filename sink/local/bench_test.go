@@ -15,7 +15,7 @@ import (
 
 // Run: go test -run=^$ -bench=64MiB -benchtime=3x -count=3 ./sink/...
 // peak-heap-MiB must stay well under 16 per store: Put holds one copy
-// buffer (and a 16 KiB head) whatever the body's size.
+// buffer whatever the body's size.
 
 func BenchmarkPut64MiB(b *testing.B) { benchPut(b, 1) }
 

@@ -13,13 +13,8 @@
 // exists the temp is dropped and the existing file's mtime is touched, which
 // restarts its retention clock (Created is false).
 //
-// Put reads the first 16 KiB before it makes a temp. A body that ends
-// within them is hashed first, and if this Sink published that blob lately
-// and the file is still there, it is touched with no temp made. A touch
-// moves the mtime one second past the store's start and is skipped while
-// the mtime is past it, so a hot blob is touched about once a second.
-// Otherwise its temp is made in its own shard, not the root, and renamed
-// within that directory, which is cheaper for the kernel.
+// A touch moves the mtime one second past the store's start and is skipped
+// while the mtime is past it, so a hot blob is touched about once a second.
 //
 // A file keeps no media type: Put takes only the limit and the declared
 // size from its options, and the type travels on the blob_available fact

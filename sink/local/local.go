@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +37,10 @@ const (
 	blobSuffix = ".bin"
 	tempPrefix = ".put."
 	tempSuffix = ".tmp"
+
+	// touchLead is how far past the store's start a re-referenced blob's
+	// mtime is moved; see touch.
+	touchLead = time.Second
 )
 
 // None, given to an option that documents it, turns that bound off. Every
@@ -92,22 +95,6 @@ type Sink struct {
 	now       func() time.Time
 	wrapTemp  func(io.Writer) io.Writer
 	freeSpace func(dir string) (int64, error)
-
-	// umaskKeeps is true when the process's umask, read at New, leaves
-	// blobMode and dirMode as they are: files and shards are then created
-	// with their final modes, with no chmod after each.
-	umaskKeeps bool
-	// made remembers which leaf shards (<ab>/<cd>, 65536 of them) this
-	// Sink knows to exist, so a blob for a new shard makes it before the
-	// rename instead of after a failed one. A bit is only a hint: another
-	// process's sweep may remove a shard, and the rename's failure then
-	// says so.
-	made [1 << 16 / 64]atomic.Uint64
-	// recent holds, per slot (see recentSlot), the last blob published
-	// there, which a Put of the same small body touches with no temp. An
-	// entry is a hint like made: reuse checks the file is still there.
-	// Guarded by the shard locks.
-	recent [1 << 12]string
 
 	// One lock per top-level shard ("00".."ff"), held around publishing a
 	// blob and around the sweep's stat-and-unlink and rmdir in that shard.
@@ -170,9 +157,7 @@ func New(opts Options) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: blob dir: %w", err)
 	}
-	umask, known := processUmask()
-	keeps := known && umask&(blobMode|dirMode) == 0
-	if err := ensureDir(dir, !keeps); err != nil {
+	if err := ensureDir(dir); err != nil {
 		return nil, err
 	}
 	prefix := dir
@@ -180,7 +165,6 @@ func New(opts Options) (*Sink, error) {
 		prefix += string(filepath.Separator)
 	}
 	s := &Sink{
-		umaskKeeps: keeps,
 		dir:        dir,
 		pathPrefix: prefix,
 		uriPrefix:  (&url.URL{Scheme: "file", Path: filepath.ToSlash(prefix)}).String(),
@@ -244,69 +228,17 @@ func (s *Sink) put(ctx context.Context, now time.Time, r io.Reader, opts sink.Pu
 		}
 	}
 	defer s.release(&c)
-	b, err := s.store(ctx, now, r, opts.Limit, &c)
+	b, err := s.write(ctx, now, r, opts.Limit, &c)
 	if err != nil && noSpace(err) {
 		return b, s.ranOut(err, c.written)
 	}
 	return b, err
 }
 
-// store reads r and stores it, counting what it writes against c.
-func (s *Sink) store(ctx context.Context, now time.Time, r io.Reader, limit int64, c *claim) (sink.Blob, error) {
-	hp := heads.Get().(*[]byte)
-	defer heads.Put(hp)
-	head, err := readHead(ctx, r, *hp, limit)
-	if over := limit > 0 && int64(len(head)) > limit; err == io.EOF || over {
-		// The whole body is in head (or enough of it to refuse it): a
-		// blob this Sink stored or touched lately is touched again with
-		// no temp made.
-		fp, n, err := sink.Sum(head, limit)
-		if err != nil {
-			return sink.Blob{}, fmt.Errorf("local: put: %w", err)
-		}
-		if err := ctx.Err(); err != nil {
-			return sink.Blob{}, err
-		}
-		reused, err := s.reuse(fp, now)
-		if err != nil {
-			return sink.Blob{}, err
-		}
-		if reused {
-			return s.blob(fp, n, false, now), nil
-		}
-		s.grow(c, n) // claimed ahead of its one write, so not counted by it
-		return s.write(ctx, now, fp, nil, func(w io.Writer) (string, int64, error) {
-			_, err := w.Write(head)
-			return fp, n, err
-		})
-	}
-	// Longer than head, or its read failed: stream it, head first, so the
-	// failure is reported as any other. Its fingerprint is known only once
-	// it is written, so its temp is made in the root.
-	rest := r
-	if err != nil {
-		rest = errReader{err}
-	}
-	return s.write(ctx, now, "", c, func(w io.Writer) (string, int64, error) {
-		return sink.Copy(ctx, w, io.MultiReader(bytes.NewReader(head), rest), limit)
-	})
-}
-
-// write stores the bytes fill writes into a new temp, then publishes it.
-// known is the blob's fingerprint when it is known before the bytes are
-// written, else "". A non-nil c counts the bytes as they are written.
-func (s *Sink) write(ctx context.Context, now time.Time, known string, c *claim, fill func(io.Writer) (string, int64, error)) (sink.Blob, error) {
-	mode := uint32(blobMode)
-	if !s.umaskKeeps {
-		mode = 0o600 // and chmod, which ignores the umask, once written
-	}
-	// The final name, when known now, is made once for the temp's shard
-	// and the rename.
-	var final string
-	if known != "" {
-		final = s.Path(known)
-	}
-	f, err := s.newTemp(known, final, mode)
+// write streams r into a new temp in the root, counting what it writes
+// against c, then publishes it under its fingerprint.
+func (s *Sink) write(ctx context.Context, now time.Time, r io.Reader, limit int64, c *claim) (sink.Blob, error) {
+	f, err := s.createTemp()
 	if err != nil {
 		return sink.Blob{}, fmt.Errorf("local: create temp: %w", err)
 	}
@@ -323,27 +255,18 @@ func (s *Sink) write(ctx context.Context, now time.Time, known string, c *claim,
 	if s.wrapTemp != nil {
 		w = s.wrapTemp(f)
 	}
-	var cw *claimWriter
-	if c != nil {
-		cw = &claimWriter{w: w, s: s, c: *c}
-		w = cw
-	}
-	fp, n, err := fill(w)
-	if cw != nil {
-		*c = cw.c
-	}
+	fp, n, err := sink.Copy(ctx, &claimWriter{w: w, s: s, c: c}, r, limit)
 	if err != nil {
 		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
 	}
-	if !s.umaskKeeps {
-		if err := f.Chmod(blobMode); err != nil {
-			return sink.Blob{}, fmt.Errorf("local: put: %w", err)
-		}
+	// CreateTemp makes the file 0600; chmod ignores the umask.
+	if err := f.Chmod(blobMode); err != nil {
+		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
 	}
 	// The blob's retention clock starts when the store began, the time
 	// ExpiresAt is computed from: the mtime its writes gave it comes from
 	// the kernel's coarse clock, which may be a few milliseconds earlier.
-	if err := f.Stamp(now); err != nil {
+	if err := os.Chtimes(tmp, now, now); err != nil {
 		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
 	}
 	// Without the fsync a machine crash could leave the final name holding
@@ -357,10 +280,7 @@ func (s *Sink) write(ctx context.Context, now time.Time, known string, c *claim,
 	if err := ctx.Err(); err != nil {
 		return sink.Blob{}, err
 	}
-	if final == "" {
-		final = s.Path(fp)
-	}
-	created, err := s.publish(tmp, fp, final, now)
+	created, err := s.publish(tmp, fp, now)
 	if err != nil {
 		return sink.Blob{}, err
 	}
@@ -373,49 +293,17 @@ func (s *Sink) write(ctx context.Context, now time.Time, known string, c *claim,
 	return s.blob(fp, n, created, now), nil
 }
 
-// newTemp makes a Put's temp: in the root, or, when the blob's
-// fingerprint fp (and so its final name) is known first, in its own shard,
-// where it is renamed within one directory (for the kernel, one directory
-// locked, and the root's entries not churned by every Put). The shard is
-// made under its lock, as publish makes it, so this Sink's sweep cannot
-// remove it or its parent between the mkdir and the create; once the temp
-// is in it, the shard is not empty and stays.
-func (s *Sink) newTemp(fp, final string, mode uint32) (temp, error) {
-	if fp == "" {
-		f, err := createTemp(s.dir, mode)
-		if errors.Is(err, fs.ErrNotExist) {
-			// The root was removed from under us; recreate it once.
-			if err = ensureDir(s.dir, !s.umaskKeeps); err == nil {
-				f, err = createTemp(s.dir, mode)
-			}
+// createTemp makes a Put's temp in the root, named so the sweep knows it
+// (tempPrefix, random digits, tempSuffix).
+func (s *Sink) createTemp() (*os.File, error) {
+	f, err := os.CreateTemp(s.dir, tempPrefix+"*"+tempSuffix)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The root was removed from under us; recreate it once.
+		if err = ensureDir(s.dir); err == nil {
+			f, err = os.CreateTemp(s.dir, tempPrefix+"*"+tempSuffix)
 		}
-		return f, err
 	}
-	mu := s.shardLock(fp[0:2])
-	mu.Lock()
-	defer mu.Unlock()
-	dir := filepath.Dir(final)
-	if s.knownShard(shardIndex(fp)) {
-		f, err := createTemp(dir, mode)
-		if !errors.Is(err, fs.ErrNotExist) {
-			return f, err
-		}
-		// Another process swept the shard away since this Sink knew it.
-	}
-	if err := s.makeShardLocked(fp, dir); err != nil {
-		return nil, err
-	}
-	return createTemp(dir, mode)
-}
-
-// makeShardLocked makes fp's leaf shard, dir, and records that it exists.
-// The caller holds the shard's lock.
-func (s *Sink) makeShardLocked(fp, dir string) error {
-	if err := ensureDir(dir, !s.umaskKeeps); err != nil {
-		return err
-	}
-	s.markShard(shardIndex(fp), true)
-	return nil
+	return f, err
 }
 
 // blob describes a stored blob, its retention counted from now.
@@ -433,44 +321,37 @@ func (s *Sink) blob(fp string, n int64, created bool, now time.Time) sink.Blob {
 // or, when the blob already exists, touches it instead. It holds the
 // shard's lock so the sweep cannot reap the blob between the check and the
 // touch, nor remove the shard between its mkdir and the rename.
-//
-// The rename comes first and refuses to replace: on the common path (a new
-// blob in an existing shard) it is the only call on the final name. Its
-// failure says what to do: the blob exists (touch it) or a level of the
-// shard is missing (make it and try again).
-func (s *Sink) publish(tmp, fp, final string, now time.Time) (created bool, err error) {
+func (s *Sink) publish(tmp, fp string, now time.Time) (created bool, err error) {
+	final := s.Path(fp)
 	mu := s.shardLock(fp[0:2])
 	mu.Lock()
 	defer mu.Unlock()
-	if !s.knownShard(shardIndex(fp)) {
-		if err := s.makeShardLocked(fp, filepath.Dir(final)); err != nil {
-			return false, err
-		}
-	}
 	// A few attempts, because another process sharing the tree may sweep
 	// the file or its shard away between two of these steps.
 	for attempt := 1; ; attempt++ {
-		err := renameNoReplace(tmp, final)
+		err := touch(final, now)
 		switch {
 		case err == nil:
-			s.remember(fp)
-			return true, nil
-		case errors.Is(err, fs.ErrExist):
-			err = touch(final, now)
-			if err == nil {
-				s.remember(fp)
-				return false, nil
-			}
-			if !errors.Is(err, fs.ErrNotExist) || attempt >= 3 {
-				return false, fmt.Errorf("local: touch blob: %w", err)
-			}
-			// Reaped since the rename failed: publish ours instead.
-		case errors.Is(err, fs.ErrNotExist) && attempt < 3:
-			// Another process swept the shard away since this Sink knew it.
-			if err := ensureDir(filepath.Dir(final), !s.umaskKeeps); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		case !errors.Is(err, fs.ErrNotExist):
+			return false, fmt.Errorf("local: touch blob: %w", err)
+		}
+		// Another process can slip the same blob in between the touch and
+		// the rename; it holds the same bytes (the name is their sha256),
+		// so replacing it loses nothing.
+		err = os.Rename(tmp, final)
+		if errors.Is(err, fs.ErrNotExist) {
+			// The shard is missing: new, or swept away. Made, or swept
+			// again by another process, it is tried once more.
+			if err := ensureDir(filepath.Dir(final)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return false, err
 			}
-			// Made, or another process swept a level we just made.
+			err = os.Rename(tmp, final)
+		}
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, fs.ErrNotExist) && attempt < 3:
 		default:
 			return false, fmt.Errorf("local: publish blob: %w", err)
 		}
@@ -554,20 +435,18 @@ func (s *Sink) shardLock(top string) *sync.Mutex {
 	return &s.shards[i]
 }
 
-// ensureDir creates dir and any missing parents, each 0755: with chmod set,
-// each is chmodded to it, because Mkdir's mode is masked by the umask and a
-// 0700 level anywhere would hide the blobs from other readers. Levels that
+// ensureDir creates dir and any missing parents, each 0755: each is
+// chmodded to it, because Mkdir's mode is masked by the umask and a 0700
+// level anywhere would hide the blobs from other readers. Levels that
 // already exist are left as they are (one made concurrently has its
 // maker's mode).
-func ensureDir(dir string, chmod bool) error {
+func ensureDir(dir string) error {
 	for attempt := 1; ; attempt++ {
 		err := os.Mkdir(dir, dirMode)
 		switch {
 		case err == nil:
-			if chmod {
-				if err := os.Chmod(dir, dirMode); err != nil {
-					return fmt.Errorf("local: %w", err)
-				}
+			if err := os.Chmod(dir, dirMode); err != nil {
+				return fmt.Errorf("local: %w", err)
 			}
 			return nil
 		case errors.Is(err, fs.ErrExist):
@@ -584,29 +463,12 @@ func ensureDir(dir string, chmod bool) error {
 			if parent == dir {
 				return fmt.Errorf("local: %w", err)
 			}
-			if err := ensureDir(parent, chmod); err != nil {
+			if err := ensureDir(parent); err != nil {
 				return err
 			}
 		default:
 			return fmt.Errorf("local: %w", err)
 		}
-	}
-}
-
-// shardIndex numbers a fingerprint's leaf shard, <ab>/<cd>, 0 to 65535.
-func shardIndex(fp string) int {
-	n, _ := strconv.ParseUint(fp[0:4], 16, 16)
-	return int(n)
-}
-
-func (s *Sink) knownShard(i int) bool { return s.made[i/64].Load()&(1<<(i%64)) != 0 }
-
-// markShard records whether leaf shard i is known to exist.
-func (s *Sink) markShard(i int, exists bool) {
-	if exists {
-		s.made[i/64].Or(1 << (i % 64))
-	} else {
-		s.made[i/64].And(^uint64(1 << (i % 64)))
 	}
 }
 
