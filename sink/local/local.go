@@ -238,7 +238,7 @@ func (s *Sink) put(ctx context.Context, now time.Time, r io.Reader, opts sink.Pu
 // write streams r into a new temp in the root, counting what it writes
 // against c, then publishes it under its fingerprint.
 func (s *Sink) write(ctx context.Context, now time.Time, r io.Reader, limit int64, c *claim) (sink.Blob, error) {
-	f, err := s.createTemp()
+	f, err := s.newTemp()
 	if err != nil {
 		return sink.Blob{}, fmt.Errorf("local: create temp: %w", err)
 	}
@@ -259,14 +259,14 @@ func (s *Sink) write(ctx context.Context, now time.Time, r io.Reader, limit int6
 	if err != nil {
 		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
 	}
-	// CreateTemp makes the file 0600; chmod ignores the umask.
+	// The temp was made 0600; chmod ignores the umask.
 	if err := f.Chmod(blobMode); err != nil {
 		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
 	}
 	// The blob's retention clock starts when the store began, the time
 	// ExpiresAt is computed from: the mtime its writes gave it comes from
 	// the kernel's coarse clock, which may be a few milliseconds earlier.
-	if err := os.Chtimes(tmp, now, now); err != nil {
+	if err := f.Stamp(now); err != nil {
 		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
 	}
 	// Without the fsync a machine crash could leave the final name holding
@@ -280,7 +280,7 @@ func (s *Sink) write(ctx context.Context, now time.Time, r io.Reader, limit int6
 	if err := ctx.Err(); err != nil {
 		return sink.Blob{}, err
 	}
-	created, err := s.publish(tmp, fp, now)
+	created, err := s.publish(tmp, fp, s.Path(fp), now)
 	if err != nil {
 		return sink.Blob{}, err
 	}
@@ -293,14 +293,13 @@ func (s *Sink) write(ctx context.Context, now time.Time, r io.Reader, limit int6
 	return s.blob(fp, n, created, now), nil
 }
 
-// createTemp makes a Put's temp in the root, named so the sweep knows it
-// (tempPrefix, random digits, tempSuffix).
-func (s *Sink) createTemp() (*os.File, error) {
-	f, err := os.CreateTemp(s.dir, tempPrefix+"*"+tempSuffix)
+// newTemp makes a Put's temp in the root, named so the sweep knows it.
+func (s *Sink) newTemp() (temp, error) {
+	f, err := createTemp(s.dir, 0o600)
 	if errors.Is(err, fs.ErrNotExist) {
 		// The root was removed from under us; recreate it once.
 		if err = ensureDir(s.dir); err == nil {
-			f, err = os.CreateTemp(s.dir, tempPrefix+"*"+tempSuffix)
+			f, err = createTemp(s.dir, 0o600)
 		}
 	}
 	return f, err
@@ -321,37 +320,37 @@ func (s *Sink) blob(fp string, n int64, created bool, now time.Time) sink.Blob {
 // or, when the blob already exists, touches it instead. It holds the
 // shard's lock so the sweep cannot reap the blob between the check and the
 // touch, nor remove the shard between its mkdir and the rename.
-func (s *Sink) publish(tmp, fp string, now time.Time) (created bool, err error) {
-	final := s.Path(fp)
+//
+// The rename comes first and refuses to replace: on the common path (a new
+// blob in an existing shard) it is the only call on the final name. Its
+// failure says what to do: the blob exists (touch it) or a level of the
+// shard is missing (make it and try again).
+func (s *Sink) publish(tmp, fp, final string, now time.Time) (created bool, err error) {
 	mu := s.shardLock(fp[0:2])
 	mu.Lock()
 	defer mu.Unlock()
 	// A few attempts, because another process sharing the tree may sweep
 	// the file or its shard away between two of these steps.
 	for attempt := 1; ; attempt++ {
-		err := touch(final, now)
-		switch {
-		case err == nil:
-			return false, nil
-		case !errors.Is(err, fs.ErrNotExist):
-			return false, fmt.Errorf("local: touch blob: %w", err)
-		}
-		// Another process can slip the same blob in between the touch and
-		// the rename; it holds the same bytes (the name is their sha256),
-		// so replacing it loses nothing.
-		err = os.Rename(tmp, final)
-		if errors.Is(err, fs.ErrNotExist) {
-			// The shard is missing: new, or swept away. Made, or swept
-			// again by another process, it is tried once more.
-			if err := ensureDir(filepath.Dir(final)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return false, err
-			}
-			err = os.Rename(tmp, final)
-		}
+		err := renameNoReplace(tmp, final)
 		switch {
 		case err == nil:
 			return true, nil
+		case errors.Is(err, fs.ErrExist):
+			err = touch(final, now)
+			if err == nil {
+				return false, nil
+			}
+			if !errors.Is(err, fs.ErrNotExist) || attempt >= 3 {
+				return false, fmt.Errorf("local: touch blob: %w", err)
+			}
+			// Reaped since the rename failed: publish ours instead.
 		case errors.Is(err, fs.ErrNotExist) && attempt < 3:
+			// Another process swept the shard away since this Sink knew it.
+			if err := ensureDir(filepath.Dir(final)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return false, err
+			}
+			// Made, or another process swept a level we just made.
 		default:
 			return false, fmt.Errorf("local: publish blob: %w", err)
 		}

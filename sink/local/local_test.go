@@ -294,7 +294,7 @@ func TestTempIsMadeInTheRoot(t *testing.T) {
 		s := newSink(t, Options{})
 		var names []string
 		s.wrapTemp = func(w io.Writer) io.Writer {
-			names = append(names, w.(*os.File).Name())
+			names = append(names, w.(temp).Name())
 			return w
 		}
 		mustPut(t, s, time.Now(), data)
@@ -714,7 +714,7 @@ func TestReReferenceOfABlobReapedMeanwhile(t *testing.T) {
 	f.Close()
 	os.Remove(path)
 	os.Remove(filepath.Dir(path))
-	created, err := s.publish(f.Name(), b.Fingerprint, time.Now())
+	created, err := s.publish(f.Name(), b.Fingerprint, s.Path(b.Fingerprint), time.Now())
 	if err != nil || !created {
 		t.Fatalf("publish = %v, %v; want created", created, err)
 	}
@@ -870,6 +870,36 @@ func TestRunSweepsUntilCancelled(t *testing.T) {
 	}
 	if got := tree(t, s.Dir()); len(got) != 0 {
 		t.Errorf("tree = %v, want the stale temp swept", got)
+	}
+}
+
+func TestRenameUnlessExists(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, p := range []string{a, b} {
+		if err := os.WriteFile(p, []byte(p), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, rename := range map[string]func(string, string) error{"portable": renameUnlessExists, "native": renameNoReplace} {
+		if err := rename(a, b); !errors.Is(err, fs.ErrExist) {
+			t.Errorf("%s: onto an existing name: %v, want ErrExist", name, err)
+		}
+		if got, _ := os.ReadFile(b); string(got) != b {
+			t.Errorf("%s: the existing file was replaced", name)
+		}
+	}
+	if err := renameUnlessExists(a, filepath.Join(dir, "c")); err != nil {
+		t.Fatalf("onto a free name: %v", err)
+	}
+	if err := renameNoReplace(filepath.Join(dir, "c"), filepath.Join(dir, "d")); err != nil {
+		t.Fatalf("onto a free name: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "d")); string(got) != a {
+		t.Errorf("renamed file holds %q", got)
+	}
+	if err := renameNoReplace(filepath.Join(dir, "d"), filepath.Join(dir, "missing", "e")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("into a missing directory: %v, want ErrNotExist", err)
 	}
 }
 
