@@ -380,13 +380,7 @@ type putSpy struct {
 	eof  time.Time
 }
 
-// PutWith takes the fetcher's stores (the embedded sink has one too, which
-// would otherwise be promoted past the spy).
-func (s *putSpy) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
-	return s.Put(ctx, r, opts.Limit)
-}
-
-func (s *putSpy) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {
+func (s *putSpy) Put(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
 	s.puts.Add(1)
 	body, err := io.ReadAll(r)
 	if err != nil {
@@ -402,7 +396,7 @@ func (s *putSpy) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, 
 			return sink.Blob{}, ctx.Err()
 		}
 	}
-	return s.Sink.Put(ctx, bytes.NewReader(body), limit)
+	return s.Sink.Put(ctx, bytes.NewReader(body), opts)
 }
 
 func (s *putSpy) eofAt() time.Time {

@@ -35,14 +35,14 @@ func (s *roomSink) Room(int64) error {
 	return nil
 }
 
-func (s *roomSink) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+func (s *roomSink) Put(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
 	s.mu.Lock()
 	s.sizes = append(s.sizes, opts.Size)
 	s.mu.Unlock()
 	if opts.Size > s.fits {
 		return sink.Blob{}, fmt.Errorf("test: %w: %d bytes declared", sink.ErrNoRoom, opts.Size)
 	}
-	return s.Sink.PutWith(ctx, r, opts)
+	return s.Sink.Put(ctx, r, opts)
 }
 
 func (s *roomSink) declared() []int64 {

@@ -66,14 +66,10 @@ type sniffSink struct {
 	head []byte
 }
 
-func (s *sniffSink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {
-	return s.Sink.Put(ctx, &headReader{r: r, s: s}, limit)
-}
-
-// PutWith forwards the options to the underlying sink, so wrapping it never
-// loses the media type.
-func (s *sniffSink) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
-	return sink.PutWith(ctx, s.Sink, &headReader{r: r, s: s}, opts)
+// Put forwards the options to the underlying sink, so wrapping it never
+// loses the media type or the declared size.
+func (s *sniffSink) Put(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+	return s.Sink.Put(ctx, &headReader{r: r, s: s}, opts)
 }
 
 // Room forwards the underlying sink's, if it has one, so wrapping it never

@@ -200,7 +200,7 @@ func (r *Result) NotModified() bool { return r != nil && r.StatusCode == http.St
 
 // Fetch GETs req.URL, following up to MaxRedirects redirects, and streams a
 // 2xx body into dst, decoded, with the media type blob_available announces
-// (sink.PutWith). For each hop, in this order: the URL must be http(s)
+// (sink.PutOptions). For each hop, in this order: the URL must be http(s)
 // with a host (ErrNotFetchable); the fetcher's CheckURL, then the
 // request's, judge it (ErrURLRefused); the guard judges the destination
 // (guard.ErrRefused); before the first request only, a sink with no room
@@ -344,7 +344,7 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host strin
 		// to decode it counts encoded bytes: less than what will be stored,
 		// as a rule, and the sink counts the rest as it arrives.
 		opts := sink.PutOptions{Limit: f.maxBody, Size: max(resp.ContentLength, 0), MediaType: headerMediaType(resp.Header)}
-		blob, err := sink.PutWith(ctx, dst, src, opts)
+		blob, err := dst.Put(ctx, src, opts)
 		if err != nil {
 			switch {
 			case errors.Is(err, sink.ErrNoRoom) && ctx.Err() == nil:

@@ -12,6 +12,7 @@ import (
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/replicate"
+	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/local"
 )
 
@@ -46,7 +47,7 @@ func ExampleHandler_Handle() {
 	dir, _ := os.MkdirTemp("", "blobs")
 	defer os.RemoveAll(dir)
 	blobs, _ := local.New(local.Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
-	blob, _ := blobs.Put(context.Background(), bytes.NewReader([]byte("%PDF-1.4 …")), 0)
+	blob, _ := blobs.Put(context.Background(), bytes.NewReader([]byte("%PDF-1.4 …")), sink.PutOptions{})
 
 	aliases, _ := replicate.NewAliases(map[string]replicate.Binding{
 		"archive": {Provider: replicate.ProviderGCS, Bucket: "co-archive", Prefix: "reps"},

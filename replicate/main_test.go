@@ -66,7 +66,7 @@ func newLocal(t testing.TB) *local.Sink {
 
 func store(t testing.TB, s sink.Sink, data []byte) sink.Blob {
 	t.Helper()
-	b, err := s.Put(context.Background(), bytes.NewReader(data), 0)
+	b, err := s.Put(context.Background(), bytes.NewReader(data), sink.PutOptions{})
 	if err != nil {
 		t.Fatalf("Put: %v", err)
 	}

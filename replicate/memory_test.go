@@ -11,6 +11,7 @@ import (
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/replicate"
+	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/local"
 )
 
@@ -24,7 +25,7 @@ func randomReader(seed uint64, n int64) io.Reader {
 func storeLarge(t testing.TB, n int64) (*local.Sink, string) {
 	t.Helper()
 	src := newLocal(t)
-	b, err := src.Put(context.Background(), randomReader(uint64(n), n), 0)
+	b, err := src.Put(context.Background(), randomReader(uint64(n), n), sink.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

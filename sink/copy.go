@@ -58,16 +58,6 @@ func Copy(ctx context.Context, w io.Writer, r io.Reader, limit int64) (fingerpri
 	}
 }
 
-// Sum is Copy for a body already in memory: the fingerprint and length of
-// b, or, when limit > 0 and b is longer, the error Copy would return.
-func Sum(b []byte, limit int64) (fingerprint string, n int64, err error) {
-	if limit > 0 && int64(len(b)) > limit {
-		return "", 0, tooLarge(limit)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), int64(len(b)), nil
-}
-
 func tooLarge(limit int64) error { return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit) }
 
 // validFingerprint reports whether s has the shape of a fingerprint: 64

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 
@@ -52,30 +51,6 @@ func TestCopy(t *testing.T) {
 				t.Errorf("Copy (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-// TestSumAgreesWithCopy: a body in memory gets the fingerprint, length
-// and refusal that streaming it would.
-func TestSumAgreesWithCopy(t *testing.T) {
-	data := sinktest.Bytes(2, 5_000)
-	for _, tc := range []struct {
-		size  int
-		limit int64
-	}{{0, 0}, {0, 1}, {1, 0}, {5_000, 0}, {5_000, 5_000}, {5_000, 4_999}, {100, 1}} {
-		b := data[:tc.size]
-		fp, n, err := sink.Sum(b, tc.limit)
-		cfp, cn, cerr := sink.Copy(context.Background(), io.Discard, bytes.NewReader(b), tc.limit)
-		if (err == nil) != (cerr == nil) || (err != nil && err.Error() != cerr.Error()) {
-			t.Errorf("size %d, limit %d: Sum error %v, Copy error %v", tc.size, tc.limit, err, cerr)
-			continue
-		}
-		if err == nil && (fp != cfp || n != cn) {
-			t.Errorf("size %d, limit %d: Sum = %s, %d; Copy = %s, %d", tc.size, tc.limit, fp, n, cfp, cn)
-		}
-		if err != nil && !errors.Is(err, sink.ErrTooLarge) {
-			t.Errorf("size %d, limit %d: Sum error %v, want ErrTooLarge", tc.size, tc.limit, err)
-		}
 	}
 }
 

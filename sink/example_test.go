@@ -17,7 +17,7 @@ func Example() {
 	var s sink.Sink = memory.New(memory.Options{})
 	ctx := context.Background()
 
-	b, err := s.Put(ctx, strings.NewReader("hello, world\n"), 64<<20)
+	b, err := s.Put(ctx, strings.NewReader("hello, world\n"), sink.PutOptions{Limit: 64 << 20})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func Example() {
 	body, _ := io.ReadAll(rc)
 	fmt.Printf("%q\n", body)
 
-	_, err = s.Put(ctx, strings.NewReader("more than eight bytes"), 8)
+	_, err = s.Put(ctx, strings.NewReader("more than eight bytes"), sink.PutOptions{Limit: 8})
 	fmt.Println(errors.Is(err, sink.ErrTooLarge))
 	// Output:
 	// mem://853ff93762a06ddbf722c4ebe9ddd66d8f63ddaea97f521c3ecc20da7c976020 13 true

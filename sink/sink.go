@@ -53,11 +53,12 @@ type Blob struct {
 // Implementations are safe for concurrent use.
 type Sink interface {
 	// Put reads r once to EOF, hashing as it goes, and stores the bytes under
-	// their sha256. A limit > 0 bounds the bytes accepted: a stream holding
-	// more returns an error wrapping ErrTooLarge and stores nothing. A blob
+	// their sha256, as opts describes (the zero PutOptions: no limit, size
+	// unknown, DefaultMediaType). A stream holding more than opts.Limit
+	// bytes returns an error wrapping ErrTooLarge and stores nothing. A blob
 	// appears at its final name only complete; an error or a cancelled ctx
 	// leaves nothing there.
-	Put(ctx context.Context, r io.Reader, limit int64) (Blob, error)
+	Put(ctx context.Context, r io.Reader, opts PutOptions) (Blob, error)
 	// Open returns the stored bytes of a fingerprint, or an error wrapping
 	// ErrNotFound.
 	Open(ctx context.Context, fingerprint string) (io.ReadCloser, error)
@@ -71,9 +72,10 @@ type Sink interface {
 const DefaultMediaType = "application/octet-stream"
 
 // PutOptions describes a store beyond its bytes. The zero value is a store
-// with no limit and no media type.
+// with no limit, of unknown size, with no media type.
 type PutOptions struct {
-	// Limit > 0 bounds the bytes accepted, as Put's limit does.
+	// Limit > 0 bounds the bytes accepted: a stream holding more fails
+	// with an error wrapping ErrTooLarge. Zero means no limit.
 	Limit int64
 	// Size > 0 is the body's declared length, known before it is read (an
 	// HTTP Content-Length). A backend that implements Room claims it before
@@ -88,29 +90,6 @@ type PutOptions struct {
 	// a re-reference keeps what the first store recorded, since identical
 	// bytes are one blob. Empty means DefaultMediaType.
 	MediaType string
-}
-
-// OptionsSink is a Sink that takes PutOptions: a backend that keeps
-// metadata with its blobs implements it (gcs, memory). Store through PutWith
-// so that a Sink without it still works. A wrapper that embeds such a
-// backend and overrides Put must override PutWith as well (or embed the
-// Sink interface instead), or the backend's PutWith is promoted past it.
-type OptionsSink interface {
-	Sink
-	// PutWith is Put with opts.Limit as its limit, recording what else opts
-	// describes.
-	PutWith(ctx context.Context, r io.Reader, opts PutOptions) (Blob, error)
-}
-
-// PutWith stores r in s with opts: through s.PutWith when s is an
-// OptionsSink, else through s.Put with opts.Limit, so a sink that keeps no
-// metadata (local, or one of a caller's own) needs only the two methods of
-// Sink.
-func PutWith(ctx context.Context, s Sink, r io.Reader, opts PutOptions) (Blob, error) {
-	if o, ok := s.(OptionsSink); ok {
-		return o.PutWith(ctx, r, opts)
-	}
-	return s.Put(ctx, r, opts.Limit)
 }
 
 // Room is implemented by a backend whose space can run out (local). A

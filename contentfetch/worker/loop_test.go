@@ -106,7 +106,9 @@ func TestWorkerTransientThenSuccess(t *testing.T) {
 // panicSink panics in Put: a bug the Handler recovers as Unclassified.
 type panicSink struct{ sink.Sink }
 
-func (panicSink) Put(context.Context, io.Reader, int64) (sink.Blob, error) { panic("sink exploded") }
+func (panicSink) Put(context.Context, io.Reader, sink.PutOptions) (sink.Blob, error) {
+	panic("sink exploded")
+}
 
 func TestWorkerUnclassifiedReachesDeliveryCeiling(t *testing.T) {
 	e := newEnv(t, standalone(t, testenv.StartRedis(t)).client, http.HandlerFunc(okBody))

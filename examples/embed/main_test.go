@@ -80,7 +80,7 @@ func TestEmbed(t *testing.T) {
 		if !strings.Contains(out, "table: 2 rows") || !strings.Contains(out, "refs=2") {
 			t.Errorf("want two rows, the page's stored twice")
 		}
-		// The fetcher hands the announced media type to a sink with PutWith.
+		// The fetcher hands the announced media type to the sink's Put.
 		if !strings.Contains(out, " bytes  text/xml  refs=") || !strings.Contains(out, " bytes  text/html  refs=") {
 			t.Errorf("the table rows do not carry the media types text/xml and text/html:\n%s", out)
 		}

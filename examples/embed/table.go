@@ -18,9 +18,8 @@ import (
 // service would keep them in its own database: one row per fingerprint, the
 // bytes plus some bookkeeping, and a log line for every write. It stands in
 // for the local or gcs backends to show that the fetcher needs nothing of a
-// sink but Put and Open; because it keeps a column for the media type, it
-// also has PutWith (sink.OptionsSink), through which the fetcher hands over
-// the type it announces.
+// sink but Put and Open; it keeps a column for the media type, which the
+// fetcher hands over in Put's options.
 //
 // A blobTable is safe for concurrent use. Its zero value is not; use
 // newBlobTable.
@@ -43,7 +42,7 @@ type row struct {
 	Refs int
 }
 
-var _ sink.OptionsSink = (*blobTable)(nil)
+var _ sink.Sink = (*blobTable)(nil)
 
 func newBlobTable(log *slog.Logger) *blobTable {
 	return &blobTable{log: log, now: time.Now, rows: map[string]*row{}}
@@ -52,16 +51,11 @@ func newBlobTable(log *slog.Logger) *blobTable {
 // uri names a row the way the table's readers would address it.
 func uri(fingerprint string) string { return "db://blobs/" + fingerprint }
 
-// Put stores r with no media type (see PutWith).
-func (t *blobTable) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {
-	return t.PutWith(ctx, r, sink.PutOptions{Limit: limit})
-}
-
-// PutWith reads r once, hashing it with sink.Copy (which also enforces the
+// Put reads r once, hashing it with sink.Copy (which also enforces the
 // limit and checks ctx between reads), and inserts the row only when the
 // whole body arrived: a failed or oversized store leaves nothing. A new row
 // keeps opts.MediaType; identical bytes stored again keep the first.
-func (t *blobTable) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+func (t *blobTable) Put(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
 	var buf bytes.Buffer
 	fp, n, err := sink.Copy(ctx, &buf, r, opts.Limit)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/replicate"
 	"github.com/replicator-go/replicator/replicate/worker"
+	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/local"
 )
 
@@ -124,7 +125,7 @@ func (e *lenv) start() {
 
 func (e *lenv) store(data []byte) string {
 	e.t.Helper()
-	b, err := e.blobs.Put(context.Background(), bytes.NewReader(data), 0)
+	b, err := e.blobs.Put(context.Background(), bytes.NewReader(data), sink.PutOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -11,8 +11,8 @@
 // first spools the body to a local temp file, hashing it (sha256 for the
 // name, CRC32C for the upload) and enforcing the limit as it goes. It then
 // creates the object only if absent (ifGenerationMatch=0), with customTime
-// set to the time the store began and, through PutWith, the body's media
-// type as its content type (application/octet-stream through Put). A 412
+// set to the time the store began and the media type of its options as its
+// content type (application/octet-stream when they name none). A 412
 // means the blob already exists: Put re-stamps its customTime instead
 // (Created is false; the content type stays the first store's), because
 // the bucket's lifecycle rule reaps on days since customTime and a

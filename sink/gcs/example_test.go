@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/gcs"
 )
 
@@ -29,7 +30,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	b, err := s.Put(ctx, strings.NewReader("hello, world\n"), 64<<20)
+	b, err := s.Put(ctx, strings.NewReader("hello, world\n"), sink.PutOptions{Limit: 64 << 20})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func Example() {
 	fmt.Println(b.Size, b.Created)
 
 	// The same bytes again: no upload, the object's customTime is re-stamped.
-	again, err := s.Put(ctx, strings.NewReader("hello, world\n"), 64<<20)
+	again, err := s.Put(ctx, strings.NewReader("hello, world\n"), sink.PutOptions{Limit: 64 << 20})
 	if err != nil {
 		log.Fatal(err)
 	}

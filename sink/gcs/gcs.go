@@ -72,7 +72,7 @@ type Sink struct {
 	backoff time.Duration    // first retry delay, doubled per attempt
 }
 
-var _ sink.OptionsSink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
 // New returns a Sink on client after checking, with a one-object listing
 // under the prefix, that the bucket exists and may be listed. The error
@@ -147,25 +147,16 @@ func (s *Sink) URI(fingerprint string) string {
 }
 
 // Put implements sink.Sink; see the package documentation for the steps.
-// The object's content type is sink.DefaultMediaType.
-func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {
-	return s.putAt(ctx, s.now(), r, sink.PutOptions{Limit: limit})
-}
-
-// PutWith implements sink.OptionsSink: a created object's content type is
-// opts.MediaType (sink.DefaultMediaType when empty); a re-referenced one
-// keeps the type it was created with.
-func (s *Sink) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
-	return s.putAt(ctx, s.now(), r, opts)
+// A created object's content type is opts.MediaType
+// (sink.DefaultMediaType when empty); a re-referenced one keeps the type it
+// was created with.
+func (s *Sink) Put(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+	return s.PutAt(ctx, s.now(), r, opts)
 }
 
 // PutAt is Put with the time the store began given explicitly: customTime
 // is set (or re-stamped) to now and ExpiresAt is now+TTL.
-func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int64) (sink.Blob, error) {
-	return s.putAt(ctx, now, r, sink.PutOptions{Limit: limit})
-}
-
-func (s *Sink) putAt(ctx context.Context, now time.Time, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
 	if err := ctx.Err(); err != nil {
 		return sink.Blob{}, err
 	}

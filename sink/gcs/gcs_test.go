@@ -106,7 +106,7 @@ func TestNamesAndPrefix(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := s.Put(context.Background(), strings.NewReader("named"), 0)
+			b, err := s.Put(context.Background(), strings.NewReader("named"), sink.PutOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,13 +191,13 @@ func TestReReferenceRestampsCustomTime(t *testing.T) {
 	data := sinktest.Bytes(11, 50_000)
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-	first, err := s.PutAt(ctx, t0, bytes.NewReader(data), 0)
+	first, err := s.PutAt(ctx, t0, bytes.NewReader(data), sink.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a0 := attrs(t, s, first.Fingerprint)
 	t1 := t0.Add(36 * time.Hour)
-	second, err := s.PutAt(ctx, t1, bytes.NewReader(data), 0)
+	second, err := s.PutAt(ctx, t1, bytes.NewReader(data), sink.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestObjectVanishesBeforeRestamp(t *testing.T) {
 	s := newSink(t, p.Client, Options{})
 	ctx := context.Background()
 	data := []byte("reaped by lifecycle")
-	b, err := s.Put(ctx, bytes.NewReader(data), 0)
+	b, err := s.Put(ctx, bytes.NewReader(data), sink.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestObjectVanishesBeforeRestamp(t *testing.T) {
 		}
 		return 0
 	})
-	again, err := s.Put(ctx, bytes.NewReader(data), 0)
+	again, err := s.Put(ctx, bytes.NewReader(data), sink.PutOptions{})
 	if err != nil {
 		t.Fatalf("Put: %v", err)
 	}
@@ -292,7 +292,7 @@ func TestUploadFailures(t *testing.T) {
 				return 0
 			})
 			data := sinktest.Bytes(uint64(len(tc.name)), 100_000)
-			_, err := s.Put(context.Background(), bytes.NewReader(data), 0)
+			_, err := s.Put(context.Background(), bytes.NewReader(data), sink.PutOptions{})
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Put error = %v, want error: %v", err, tc.wantErr)
 			}
@@ -316,9 +316,9 @@ func TestUploadFailures(t *testing.T) {
 	}
 }
 
-// TestContentTypeIsTheMediaType: the object a PutWith creates carries the
-// body's media type as its content type, as the reference stores it; Put
-// and an empty type give application/octet-stream; a re-reference under
+// TestContentTypeIsTheMediaType: the object a Put creates carries the
+// body's media type as its content type, as the reference stores it; an
+// empty type gives application/octet-stream; a re-reference under
 // another type leaves the object's type as created.
 func TestContentTypeIsTheMediaType(t *testing.T) {
 	s := newSink(t, nil, Options{})
@@ -328,17 +328,15 @@ func TestContentTypeIsTheMediaType(t *testing.T) {
 		put  func(data []byte) (sink.Blob, error)
 		want string
 	}{
-		{name: "PutWith text/html", want: "text/html", put: func(d []byte) (sink.Blob, error) {
-			return s.PutWith(ctx, bytes.NewReader(d), sink.PutOptions{MediaType: "text/html"})
+		{name: "Put text/html", want: "text/html", put: func(d []byte) (sink.Blob, error) {
+			return s.Put(ctx, bytes.NewReader(d), sink.PutOptions{MediaType: "text/html"})
 		}},
-		{name: "sink.PutWith application/pdf", want: "application/pdf", put: func(d []byte) (sink.Blob, error) {
-			return sink.PutWith(ctx, s, bytes.NewReader(d), sink.PutOptions{MediaType: "application/pdf"})
+		{name: "Put through sink.Sink application/pdf", want: "application/pdf", put: func(d []byte) (sink.Blob, error) {
+			var dst sink.Sink = s
+			return dst.Put(ctx, bytes.NewReader(d), sink.PutOptions{MediaType: "application/pdf"})
 		}},
-		{name: "PutWith without a type", want: "application/octet-stream", put: func(d []byte) (sink.Blob, error) {
-			return s.PutWith(ctx, bytes.NewReader(d), sink.PutOptions{})
-		}},
-		{name: "Put", want: "application/octet-stream", put: func(d []byte) (sink.Blob, error) {
-			return s.Put(ctx, bytes.NewReader(d), 0)
+		{name: "Put without a type", want: "application/octet-stream", put: func(d []byte) (sink.Blob, error) {
+			return s.Put(ctx, bytes.NewReader(d), sink.PutOptions{})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -350,7 +348,7 @@ func TestContentTypeIsTheMediaType(t *testing.T) {
 			if got := attrs(t, s, b.Fingerprint).ContentType; got != tc.want {
 				t.Errorf("object content type = %q, want %q", got, tc.want)
 			}
-			if _, err := s.PutWith(ctx, bytes.NewReader(data), sink.PutOptions{MediaType: "image/png"}); err != nil {
+			if _, err := s.Put(ctx, bytes.NewReader(data), sink.PutOptions{MediaType: "image/png"}); err != nil {
 				t.Fatal(err)
 			}
 			if got := attrs(t, s, b.Fingerprint).ContentType; got != tc.want {
@@ -367,7 +365,7 @@ func TestRestampRefusedForGood(t *testing.T) {
 	p := newProxy(t)
 	s := newSink(t, p.Client, Options{})
 	data := sinktest.Bytes(21, 5000)
-	if _, err := s.Put(context.Background(), bytes.NewReader(data), 0); err != nil {
+	if _, err := s.Put(context.Background(), bytes.NewReader(data), sink.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	isPatch := func(r *http.Request) bool { return r.Method == http.MethodPatch }
@@ -378,7 +376,7 @@ func TestRestampRefusedForGood(t *testing.T) {
 		}
 		return 0
 	})
-	if _, err := s.Put(context.Background(), bytes.NewReader(data), 0); err != nil {
+	if _, err := s.Put(context.Background(), bytes.NewReader(data), sink.PutOptions{}); err != nil {
 		t.Fatalf("re-reference through one 503: %v", err)
 	}
 	p.Answer(func(r *http.Request) int {
@@ -387,7 +385,7 @@ func TestRestampRefusedForGood(t *testing.T) {
 		}
 		return 0
 	})
-	_, err := s.Put(context.Background(), bytes.NewReader(data), 0)
+	_, err := s.Put(context.Background(), bytes.NewReader(data), sink.PutOptions{})
 	if !errors.Is(err, sink.ErrPermanent) || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("re-reference refused with 403 = %v, want an error wrapping sink.ErrPermanent naming 403", err)
 	}
@@ -411,7 +409,7 @@ func TestUploadTimeout(t *testing.T) {
 		return 0
 	})
 	data := sinktest.Bytes(12, 10_000)
-	_, err := s.Put(context.Background(), bytes.NewReader(data), 0)
+	_, err := s.Put(context.Background(), bytes.NewReader(data), sink.PutOptions{})
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("Put = %v, want a timeout wrapping context.DeadlineExceeded", err)
 	}
@@ -438,7 +436,7 @@ func TestCorruptedUploadIsRejected(t *testing.T) {
 		return 0
 	})
 	data := sinktest.Bytes(13, 50_000)
-	if _, err := s.Put(context.Background(), bytes.NewReader(data), 0); err == nil {
+	if _, err := s.Put(context.Background(), bytes.NewReader(data), sink.PutOptions{}); err == nil {
 		t.Fatalf("Put of a corrupted upload succeeded")
 	}
 	if _, err := fake.Server.GetObject(bucket, s.Object(sinktest.Fingerprint(data))); err == nil {
@@ -467,7 +465,7 @@ func TestSpoolIsNeverLeftBehind(t *testing.T) {
 		{"reader fails", io.MultiReader(strings.NewReader("part"), iotestErr{}), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s.Put(context.Background(), tc.body, tc.limit)
+			s.Put(context.Background(), tc.body, sink.PutOptions{Limit: tc.limit})
 			if left, _ := os.ReadDir(spool); len(left) != 0 {
 				t.Errorf("spool dir holds %v after Put", left)
 			}
@@ -484,7 +482,7 @@ func (iotestErr) Read([]byte) (int, error) { return 0, errors.New("broken body")
 
 func TestOpenTimeoutCoversTheRead(t *testing.T) {
 	s := newSink(t, nil, Options{Timeout: time.Minute})
-	b, err := s.Put(context.Background(), strings.NewReader("read me"), 0)
+	b, err := s.Put(context.Background(), strings.NewReader("read me"), sink.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

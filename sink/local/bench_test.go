@@ -15,7 +15,7 @@ import (
 
 // Run: go test -run=^$ -bench=64MiB -benchtime=3x -count=3 ./sink/...
 // peak-heap-MiB must stay well under 16 per store: Put holds one copy
-// buffer (and a 16 KiB head) whatever the body's size.
+// buffer whatever the body's size.
 
 func BenchmarkPut64MiB(b *testing.B) { benchPut(b, 1) }
 
@@ -53,7 +53,7 @@ func BenchmarkPutSmall(b *testing.B) {
 		body := make([]byte, 1024)
 		for pb.Next() {
 			binary.LittleEndian.PutUint64(body, uint64(seq.Add(1)))
-			if _, err := s.Put(context.Background(), bytes.NewReader(body), 0); err != nil {
+			if _, err := s.Put(context.Background(), bytes.NewReader(body), sink.PutOptions{}); err != nil {
 				b.Error(err)
 				return
 			}

@@ -13,17 +13,12 @@
 // exists the temp is dropped and the existing file's mtime is touched, which
 // restarts its retention clock (Created is false).
 //
-// Put reads the first 16 KiB before it makes a temp. A body that ends
-// within them is hashed first, and if this Sink published that blob lately
-// and the file is still there, it is touched with no temp made. A touch
-// moves the mtime one second past the store's start and is skipped while
-// the mtime is past it, so a hot blob is touched about once a second.
-// Otherwise its temp is made in its own shard, not the root, and renamed
-// within that directory, which is cheaper for the kernel.
+// A touch moves the mtime one second past the store's start and is skipped
+// while the mtime is past it, so a hot blob is touched about once a second.
 //
-// A file keeps no media type: PutWith (sink.OptionsSink) takes only the
-// limit and the declared size from its options, and the type travels on
-// the blob_available fact alone.
+// A file keeps no media type: Put takes only the limit and the declared
+// size from its options, and the type travels on the blob_available fact
+// alone.
 //
 // Files are made 0644 and directories the sink creates 0755 whatever the
 // umask, because another service reads the blobs by their URI. Directories
@@ -49,7 +44,7 @@
 // the stores in progress against MaxTotalBytes, and the free space of the
 // file system (statfs, on Linux) against MinFreeBytes; the fetcher asks it
 // before a fetch's first request. A store given the body's declared length
-// (PutWith, sink.PutOptions.Size) claims it before reading a byte and is
+// (sink.PutOptions.Size) claims it before reading a byte and is
 // refused when it does not fit; any store counts the bytes it writes as it
 // writes them. So stores that declare their length never pass the ceiling
 // together, and one that declares none passes it by at most its own size.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/local"
 )
 
@@ -26,7 +27,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	b, err := s.Put(context.Background(), strings.NewReader("hello, world\n"), 1<<20)
+	b, err := s.Put(context.Background(), strings.NewReader("hello, world\n"), sink.PutOptions{Limit: 1 << 20})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func ExampleNew() {
 	fmt.Println(strings.HasPrefix(b.URI, "file:///"))
 
 	// Storing the same bytes again only re-references the blob.
-	b, _ = s.Put(context.Background(), strings.NewReader("hello, world\n"), 1<<20)
+	b, _ = s.Put(context.Background(), strings.NewReader("hello, world\n"), sink.PutOptions{Limit: 1 << 20})
 	fmt.Println(b.Created)
 	// Output:
 	// 853ff93762a06ddbf722c4ebe9ddd66d8f63ddaea97f521c3ecc20da7c976020

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +37,10 @@ const (
 	blobSuffix = ".bin"
 	tempPrefix = ".put."
 	tempSuffix = ".tmp"
+
+	// touchLead is how far past the store's start a re-referenced blob's
+	// mtime is moved; see touch.
+	touchLead = time.Second
 )
 
 // None, given to an option that documents it, turns that bound off. Every
@@ -93,22 +96,6 @@ type Sink struct {
 	wrapTemp  func(io.Writer) io.Writer
 	freeSpace func(dir string) (int64, error)
 
-	// umaskKeeps is true when the process's umask, read at New, leaves
-	// blobMode and dirMode as they are: files and shards are then created
-	// with their final modes, with no chmod after each.
-	umaskKeeps bool
-	// made remembers which leaf shards (<ab>/<cd>, 65536 of them) this
-	// Sink knows to exist, so a blob for a new shard makes it before the
-	// rename instead of after a failed one. A bit is only a hint: another
-	// process's sweep may remove a shard, and the rename's failure then
-	// says so.
-	made [1 << 16 / 64]atomic.Uint64
-	// recent holds, per slot (see recentSlot), the last blob published
-	// there, which a Put of the same small body touches with no temp. An
-	// entry is a hint like made: reuse checks the file is still there.
-	// Guarded by the shard locks.
-	recent [1 << 12]string
-
 	// One lock per top-level shard ("00".."ff"), held around publishing a
 	// blob and around the sweep's stat-and-unlink and rmdir in that shard.
 	shards [256]sync.Mutex
@@ -136,8 +123,8 @@ type Sink struct {
 }
 
 var (
-	_ sink.OptionsSink = (*Sink)(nil)
-	_ sink.Room        = (*Sink)(nil)
+	_ sink.Sink = (*Sink)(nil)
+	_ sink.Room = (*Sink)(nil)
 )
 
 // New opens (creating if needed) the blob tree at opts.Dir. It logs a
@@ -170,9 +157,7 @@ func New(opts Options) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: blob dir: %w", err)
 	}
-	umask, known := processUmask()
-	keeps := known && umask&(blobMode|dirMode) == 0
-	if err := ensureDir(dir, !keeps); err != nil {
+	if err := ensureDir(dir); err != nil {
 		return nil, err
 	}
 	prefix := dir
@@ -180,7 +165,6 @@ func New(opts Options) (*Sink, error) {
 		prefix += string(filepath.Separator)
 	}
 	s := &Sink{
-		umaskKeeps: keeps,
 		dir:        dir,
 		pathPrefix: prefix,
 		uriPrefix:  (&url.URL{Scheme: "file", Path: filepath.ToSlash(prefix)}).String(),
@@ -215,14 +199,10 @@ func (s *Sink) URI(fingerprint string) string {
 }
 
 // Put implements sink.Sink; see the package documentation for the steps.
-func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {
-	return s.put(ctx, s.now(), r, sink.PutOptions{Limit: limit})
-}
-
-// PutWith implements sink.OptionsSink: Put with opts.Limit, and with
-// opts.Size claimed before a byte is read, refused with an error wrapping
-// sink.ErrNoRoom when Room has none for it. A file keeps no media type.
-func (s *Sink) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+// opts.Size is claimed before a byte is read, refused with an error
+// wrapping sink.ErrNoRoom when Room has none for it. A file keeps no media
+// type.
+func (s *Sink) Put(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
 	return s.put(ctx, s.now(), r, opts)
 }
 
@@ -230,11 +210,11 @@ func (s *Sink) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptions) (
 // is now+TTL, and the blob's mtime, which the sweep ages it by, is set to
 // now when it is created and moved forward past now when it is
 // re-referenced, so the announced expiry never outruns the sweep.
-func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int64) (sink.Blob, error) {
-	return s.put(ctx, now, r, sink.PutOptions{Limit: limit})
+func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+	return s.put(ctx, now, r, opts)
 }
 
-// put is PutWith at now. A store that finds the disk full fails with an
+// put is Put at now. A store that finds the disk full fails with an
 // error wrapping sink.ErrNoRoom as well, and Room remembers how far it got.
 // The temp is removed either way.
 func (s *Sink) put(ctx context.Context, now time.Time, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
@@ -248,69 +228,17 @@ func (s *Sink) put(ctx context.Context, now time.Time, r io.Reader, opts sink.Pu
 		}
 	}
 	defer s.release(&c)
-	b, err := s.store(ctx, now, r, opts.Limit, &c)
+	b, err := s.write(ctx, now, r, opts.Limit, &c)
 	if err != nil && noSpace(err) {
 		return b, s.ranOut(err, c.written)
 	}
 	return b, err
 }
 
-// store reads r and stores it, counting what it writes against c.
-func (s *Sink) store(ctx context.Context, now time.Time, r io.Reader, limit int64, c *claim) (sink.Blob, error) {
-	hp := heads.Get().(*[]byte)
-	defer heads.Put(hp)
-	head, err := readHead(ctx, r, *hp, limit)
-	if over := limit > 0 && int64(len(head)) > limit; err == io.EOF || over {
-		// The whole body is in head (or enough of it to refuse it): a
-		// blob this Sink stored or touched lately is touched again with
-		// no temp made.
-		fp, n, err := sink.Sum(head, limit)
-		if err != nil {
-			return sink.Blob{}, fmt.Errorf("local: put: %w", err)
-		}
-		if err := ctx.Err(); err != nil {
-			return sink.Blob{}, err
-		}
-		reused, err := s.reuse(fp, now)
-		if err != nil {
-			return sink.Blob{}, err
-		}
-		if reused {
-			return s.blob(fp, n, false, now), nil
-		}
-		s.grow(c, n) // claimed ahead of its one write, so not counted by it
-		return s.write(ctx, now, fp, nil, func(w io.Writer) (string, int64, error) {
-			_, err := w.Write(head)
-			return fp, n, err
-		})
-	}
-	// Longer than head, or its read failed: stream it, head first, so the
-	// failure is reported as any other. Its fingerprint is known only once
-	// it is written, so its temp is made in the root.
-	rest := r
-	if err != nil {
-		rest = errReader{err}
-	}
-	return s.write(ctx, now, "", c, func(w io.Writer) (string, int64, error) {
-		return sink.Copy(ctx, w, io.MultiReader(bytes.NewReader(head), rest), limit)
-	})
-}
-
-// write stores the bytes fill writes into a new temp, then publishes it.
-// known is the blob's fingerprint when it is known before the bytes are
-// written, else "". A non-nil c counts the bytes as they are written.
-func (s *Sink) write(ctx context.Context, now time.Time, known string, c *claim, fill func(io.Writer) (string, int64, error)) (sink.Blob, error) {
-	mode := uint32(blobMode)
-	if !s.umaskKeeps {
-		mode = 0o600 // and chmod, which ignores the umask, once written
-	}
-	// The final name, when known now, is made once for the temp's shard
-	// and the rename.
-	var final string
-	if known != "" {
-		final = s.Path(known)
-	}
-	f, err := s.newTemp(known, final, mode)
+// write streams r into a new temp in the root, counting what it writes
+// against c, then publishes it under its fingerprint.
+func (s *Sink) write(ctx context.Context, now time.Time, r io.Reader, limit int64, c *claim) (sink.Blob, error) {
+	f, err := s.newTemp()
 	if err != nil {
 		return sink.Blob{}, fmt.Errorf("local: create temp: %w", err)
 	}
@@ -327,22 +255,13 @@ func (s *Sink) write(ctx context.Context, now time.Time, known string, c *claim,
 	if s.wrapTemp != nil {
 		w = s.wrapTemp(f)
 	}
-	var cw *claimWriter
-	if c != nil {
-		cw = &claimWriter{w: w, s: s, c: *c}
-		w = cw
-	}
-	fp, n, err := fill(w)
-	if cw != nil {
-		*c = cw.c
-	}
+	fp, n, err := sink.Copy(ctx, &claimWriter{w: w, s: s, c: c}, r, limit)
 	if err != nil {
 		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
 	}
-	if !s.umaskKeeps {
-		if err := f.Chmod(blobMode); err != nil {
-			return sink.Blob{}, fmt.Errorf("local: put: %w", err)
-		}
+	// The temp was made 0600; chmod ignores the umask.
+	if err := f.Chmod(blobMode); err != nil {
+		return sink.Blob{}, fmt.Errorf("local: put: %w", err)
 	}
 	// The blob's retention clock starts when the store began, the time
 	// ExpiresAt is computed from: the mtime its writes gave it comes from
@@ -361,10 +280,7 @@ func (s *Sink) write(ctx context.Context, now time.Time, known string, c *claim,
 	if err := ctx.Err(); err != nil {
 		return sink.Blob{}, err
 	}
-	if final == "" {
-		final = s.Path(fp)
-	}
-	created, err := s.publish(tmp, fp, final, now)
+	created, err := s.publish(tmp, fp, s.Path(fp), now)
 	if err != nil {
 		return sink.Blob{}, err
 	}
@@ -377,49 +293,16 @@ func (s *Sink) write(ctx context.Context, now time.Time, known string, c *claim,
 	return s.blob(fp, n, created, now), nil
 }
 
-// newTemp makes a Put's temp: in the root, or, when the blob's
-// fingerprint fp (and so its final name) is known first, in its own shard,
-// where it is renamed within one directory (for the kernel, one directory
-// locked, and the root's entries not churned by every Put). The shard is
-// made under its lock, as publish makes it, so this Sink's sweep cannot
-// remove it or its parent between the mkdir and the create; once the temp
-// is in it, the shard is not empty and stays.
-func (s *Sink) newTemp(fp, final string, mode uint32) (temp, error) {
-	if fp == "" {
-		f, err := createTemp(s.dir, mode)
-		if errors.Is(err, fs.ErrNotExist) {
-			// The root was removed from under us; recreate it once.
-			if err = ensureDir(s.dir, !s.umaskKeeps); err == nil {
-				f, err = createTemp(s.dir, mode)
-			}
+// newTemp makes a Put's temp in the root, named so the sweep knows it.
+func (s *Sink) newTemp() (temp, error) {
+	f, err := createTemp(s.dir, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The root was removed from under us; recreate it once.
+		if err = ensureDir(s.dir); err == nil {
+			f, err = createTemp(s.dir, 0o600)
 		}
-		return f, err
 	}
-	mu := s.shardLock(fp[0:2])
-	mu.Lock()
-	defer mu.Unlock()
-	dir := filepath.Dir(final)
-	if s.knownShard(shardIndex(fp)) {
-		f, err := createTemp(dir, mode)
-		if !errors.Is(err, fs.ErrNotExist) {
-			return f, err
-		}
-		// Another process swept the shard away since this Sink knew it.
-	}
-	if err := s.makeShardLocked(fp, dir); err != nil {
-		return nil, err
-	}
-	return createTemp(dir, mode)
-}
-
-// makeShardLocked makes fp's leaf shard, dir, and records that it exists.
-// The caller holds the shard's lock.
-func (s *Sink) makeShardLocked(fp, dir string) error {
-	if err := ensureDir(dir, !s.umaskKeeps); err != nil {
-		return err
-	}
-	s.markShard(shardIndex(fp), true)
-	return nil
+	return f, err
 }
 
 // blob describes a stored blob, its retention counted from now.
@@ -446,23 +329,16 @@ func (s *Sink) publish(tmp, fp, final string, now time.Time) (created bool, err 
 	mu := s.shardLock(fp[0:2])
 	mu.Lock()
 	defer mu.Unlock()
-	if !s.knownShard(shardIndex(fp)) {
-		if err := s.makeShardLocked(fp, filepath.Dir(final)); err != nil {
-			return false, err
-		}
-	}
 	// A few attempts, because another process sharing the tree may sweep
 	// the file or its shard away between two of these steps.
 	for attempt := 1; ; attempt++ {
 		err := renameNoReplace(tmp, final)
 		switch {
 		case err == nil:
-			s.remember(fp)
 			return true, nil
 		case errors.Is(err, fs.ErrExist):
 			err = touch(final, now)
 			if err == nil {
-				s.remember(fp)
 				return false, nil
 			}
 			if !errors.Is(err, fs.ErrNotExist) || attempt >= 3 {
@@ -471,7 +347,7 @@ func (s *Sink) publish(tmp, fp, final string, now time.Time) (created bool, err 
 			// Reaped since the rename failed: publish ours instead.
 		case errors.Is(err, fs.ErrNotExist) && attempt < 3:
 			// Another process swept the shard away since this Sink knew it.
-			if err := ensureDir(filepath.Dir(final), !s.umaskKeeps); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := ensureDir(filepath.Dir(final)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return false, err
 			}
 			// Made, or another process swept a level we just made.
@@ -558,20 +434,18 @@ func (s *Sink) shardLock(top string) *sync.Mutex {
 	return &s.shards[i]
 }
 
-// ensureDir creates dir and any missing parents, each 0755: with chmod set,
-// each is chmodded to it, because Mkdir's mode is masked by the umask and a
-// 0700 level anywhere would hide the blobs from other readers. Levels that
+// ensureDir creates dir and any missing parents, each 0755: each is
+// chmodded to it, because Mkdir's mode is masked by the umask and a 0700
+// level anywhere would hide the blobs from other readers. Levels that
 // already exist are left as they are (one made concurrently has its
 // maker's mode).
-func ensureDir(dir string, chmod bool) error {
+func ensureDir(dir string) error {
 	for attempt := 1; ; attempt++ {
 		err := os.Mkdir(dir, dirMode)
 		switch {
 		case err == nil:
-			if chmod {
-				if err := os.Chmod(dir, dirMode); err != nil {
-					return fmt.Errorf("local: %w", err)
-				}
+			if err := os.Chmod(dir, dirMode); err != nil {
+				return fmt.Errorf("local: %w", err)
 			}
 			return nil
 		case errors.Is(err, fs.ErrExist):
@@ -588,29 +462,12 @@ func ensureDir(dir string, chmod bool) error {
 			if parent == dir {
 				return fmt.Errorf("local: %w", err)
 			}
-			if err := ensureDir(parent, chmod); err != nil {
+			if err := ensureDir(parent); err != nil {
 				return err
 			}
 		default:
 			return fmt.Errorf("local: %w", err)
 		}
-	}
-}
-
-// shardIndex numbers a fingerprint's leaf shard, <ab>/<cd>, 0 to 65535.
-func shardIndex(fp string) int {
-	n, _ := strconv.ParseUint(fp[0:4], 16, 16)
-	return int(n)
-}
-
-func (s *Sink) knownShard(i int) bool { return s.made[i/64].Load()&(1<<(i%64)) != 0 }
-
-// markShard records whether leaf shard i is known to exist.
-func (s *Sink) markShard(i int, exists bool) {
-	if exists {
-		s.made[i/64].Or(1 << (i % 64))
-	} else {
-		s.made[i/64].And(^uint64(1 << (i % 64)))
 	}
 }
 

@@ -82,7 +82,7 @@ func tree(t *testing.T, dir string) []string {
 
 func mustPut(t *testing.T, s *Sink, now time.Time, data []byte) sink.Blob {
 	t.Helper()
-	b, err := s.PutAt(context.Background(), now, bytes.NewReader(data), 0)
+	b, err := s.PutAt(context.Background(), now, bytes.NewReader(data), sink.PutOptions{})
 	if err != nil {
 		t.Fatalf("PutAt: %v", err)
 	}
@@ -194,18 +194,17 @@ func temps(s *Sink) *atomic.Int64 {
 
 func TestReReferenceTouchesAndDropsTheTemp(t *testing.T) {
 	small := []byte("same bytes")
-	large := sinktest.Bytes(7, headSize+1)
+	large := sinktest.Bytes(7, 16<<10+1)
 	for _, tc := range []struct {
 		name string
 		data []byte
 		// reopen puts the second time through a new Sink on the same
-		// tree, which does not know the blob.
-		reopen    bool
-		wantTemps int64 // made by the second Put
+		// tree.
+		reopen bool
 	}{
-		{name: "small body this Sink stored", data: small, wantTemps: 0},
-		{name: "small body another Sink stored", data: small, reopen: true, wantTemps: 1},
-		{name: "body longer than the head", data: large, wantTemps: 1},
+		{name: "small body this Sink stored", data: small},
+		{name: "small body another Sink stored", data: small, reopen: true},
+		{name: "large body", data: large},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSink(t, Options{})
@@ -228,8 +227,8 @@ func TestReReferenceTouchesAndDropsTheTemp(t *testing.T) {
 			if want := t0.Add(DefaultTTL); !second.ExpiresAt.Equal(want) {
 				t.Errorf("ExpiresAt = %v, want %v", second.ExpiresAt, want)
 			}
-			if got := made.Load(); got != tc.wantTemps {
-				t.Errorf("the second Put made %d temps, want %d", got, tc.wantTemps)
+			if got := made.Load(); got != 1 {
+				t.Errorf("the second Put made %d temps, want 1", got)
 			}
 			touched := t0.Add(touchLead)
 			fi, _ := os.Stat(path)
@@ -258,10 +257,10 @@ func TestReReferenceTouchesAndDropsTheTemp(t *testing.T) {
 	}
 }
 
-// TestReuseChecksTheBlobIsThere: a small blob this Sink stored, then
-// removed behind its back, is written again, and a final name that is no
-// longer a regular file is refused, never announced.
-func TestReuseChecksTheBlobIsThere(t *testing.T) {
+// TestReStoreChecksTheBlobIsThere: a blob this Sink stored, then removed
+// behind its back, is written again, and a final name that is no longer a
+// regular file is refused, never announced.
+func TestReStoreChecksTheBlobIsThere(t *testing.T) {
 	s := newSink(t, Options{})
 	data := []byte("removed by hand")
 	b := mustPut(t, s, time.Now(), data)
@@ -283,47 +282,33 @@ func TestReuseChecksTheBlobIsThere(t *testing.T) {
 	if err := os.Mkdir(path, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Put(context.Background(), bytes.NewReader(data), 0); err == nil {
+	if got, err := s.Put(context.Background(), bytes.NewReader(data), sink.PutOptions{}); err == nil {
 		t.Errorf("Put over a directory = %+v, want an error", got)
 	}
 }
 
-// TestTempIsMadeWhereItIsRenamed: a body whose fingerprint is known before
-// it is written (it ends within the head) gets its temp in its own shard;
-// a longer one, in the root.
-func TestTempIsMadeWhereItIsRenamed(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		data    []byte
-		inShard bool
-	}{
-		{"small body", []byte("known before it is written"), true},
-		{"body longer than the head", sinktest.Bytes(3, headSize+1), false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newSink(t, Options{})
-			var dirs []string
-			s.wrapTemp = func(w io.Writer) io.Writer {
-				dirs = append(dirs, filepath.Dir(w.(temp).Name()))
-				return w
-			}
-			b := mustPut(t, s, time.Now(), tc.data)
-			want := s.Dir()
-			if tc.inShard {
-				want = filepath.Dir(s.Path(b.Fingerprint))
-			}
-			if len(dirs) != 1 || dirs[0] != want {
-				t.Errorf("temps made in %q, want one in %q", dirs, want)
-			}
-		})
+// TestTempIsMadeInTheRoot: every Put streams into a temp in the root of
+// the tree, where the sweep finds it if the process dies.
+func TestTempIsMadeInTheRoot(t *testing.T) {
+	for _, data := range [][]byte{[]byte("a small body"), sinktest.Bytes(3, 16<<10+1)} {
+		s := newSink(t, Options{})
+		var names []string
+		s.wrapTemp = func(w io.Writer) io.Writer {
+			names = append(names, w.(temp).Name())
+			return w
+		}
+		mustPut(t, s, time.Now(), data)
+		if len(names) != 1 || filepath.Dir(names[0]) != s.Dir() ||
+			!strings.HasPrefix(filepath.Base(names[0]), tempPrefix) || !strings.HasSuffix(names[0], tempSuffix) {
+			t.Errorf("Put of %d bytes made temps %q, want one %s*%s in %q", len(data), names, tempPrefix, tempSuffix, s.Dir())
+		}
 	}
 }
 
 // TestPutMakesASweptShardAgain: a shard this Sink made and another
-// process's sweep removed is made again, for a temp in it and for a
-// rename into it.
+// process's sweep removed is made again for the rename into it.
 func TestPutMakesASweptShardAgain(t *testing.T) {
-	for _, data := range [][]byte{[]byte("its shard swept away"), sinktest.Bytes(5, headSize+1)} {
+	for _, data := range [][]byte{[]byte("its shard swept away"), sinktest.Bytes(5, 16<<10+1)} {
 		s := newSink(t, Options{})
 		b := mustPut(t, s, time.Now(), data)
 		path := s.Path(b.Fingerprint)
@@ -343,17 +328,13 @@ func TestPutMakesASweptShardAgain(t *testing.T) {
 	}
 }
 
-// TestSmallBodyOverTheLimit: a body that fits the head but not the limit
-// stores nothing and makes no temp.
+// TestSmallBodyOverTheLimit: a body one byte over the limit stores
+// nothing and leaves no temp.
 func TestSmallBodyOverTheLimit(t *testing.T) {
 	s := newSink(t, Options{})
-	made := temps(s)
-	_, err := s.Put(context.Background(), bytes.NewReader(make([]byte, 101)), 100)
+	_, err := s.Put(context.Background(), bytes.NewReader(make([]byte, 101)), sink.PutOptions{Limit: 100})
 	if !errors.Is(err, sink.ErrTooLarge) {
 		t.Fatalf("Put = %v, want ErrTooLarge", err)
-	}
-	if made.Load() != 0 {
-		t.Errorf("made %d temps, want none", made.Load())
 	}
 	if got := tree(t, s.Dir()); len(got) != 0 {
 		t.Errorf("tree = %v, want it empty", got)
@@ -394,7 +375,7 @@ func TestFailuresLeaveNothingBehind(t *testing.T) {
 			if tc.full {
 				s.wrapTemp = func(w io.Writer) io.Writer { return &diskFull{w: w, room: 100_000} }
 			}
-			_, err := s.Put(context.Background(), tc.body, tc.limit)
+			_, err := s.Put(context.Background(), tc.body, sink.PutOptions{Limit: tc.limit})
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Put = %v, want an error wrapping %v", err, tc.wantErr)
 			}
@@ -409,6 +390,11 @@ func TestFailuresLeaveNothingBehind(t *testing.T) {
 }
 
 var errBroken = errors.New("broken body")
+
+// errReader fails every read with err.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // place writes a file of size bytes at rel under dir with the given mtime.
 func place(t *testing.T, dir, rel string, size int, mtime time.Time) {
@@ -509,7 +495,7 @@ func TestSweepMissingRoot(t *testing.T) {
 		t.Errorf("Sweep of a missing root = %+v, %v; want zero stats and no error", st, err)
 	}
 	// Put recreates the root.
-	if _, err := s.Put(context.Background(), strings.NewReader("x"), 0); err != nil {
+	if _, err := s.Put(context.Background(), strings.NewReader("x"), sink.PutOptions{}); err != nil {
 		t.Errorf("Put after the root vanished: %v", err)
 	}
 }
@@ -759,7 +745,7 @@ func TestPutsRacingSweeps(t *testing.T) {
 				// Few distinct fingerprints, so shards are shared and
 				// blobs are re-referenced while being reaped.
 				data := fmt.Appendf(nil, "blob %d", (w*100+i)%7)
-				b, err := s.Put(context.Background(), bytes.NewReader(data), 0)
+				b, err := s.Put(context.Background(), bytes.NewReader(data), sink.PutOptions{})
 				if err != nil {
 					t.Errorf("Put: %v", err)
 					return
@@ -923,7 +909,7 @@ func TestRenameUnlessExists(t *testing.T) {
 func TestPutNeverReapsBeforeTheAnnouncedExpiry(t *testing.T) {
 	s := newSink(t, Options{})
 	before := time.Now()
-	b, err := s.Put(context.Background(), bytes.NewReader([]byte("fresh")), 0)
+	b, err := s.Put(context.Background(), bytes.NewReader([]byte("fresh")), sink.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -946,7 +932,7 @@ func TestPutNeverReapsBeforeTheAnnouncedExpiry(t *testing.T) {
 // another process, is made again by the next Put into it.
 func TestShardRemovedBehindTheSinksBack(t *testing.T) {
 	s := newSink(t, Options{})
-	first, err := s.Put(context.Background(), bytes.NewReader([]byte("one")), 0)
+	first, err := s.Put(context.Background(), bytes.NewReader([]byte("one")), sink.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -954,7 +940,7 @@ func TestShardRemovedBehindTheSinksBack(t *testing.T) {
 	if err := os.RemoveAll(filepath.Dir(leaf)); err != nil {
 		t.Fatal(err)
 	}
-	again, err := s.Put(context.Background(), bytes.NewReader([]byte("one")), 0)
+	again, err := s.Put(context.Background(), bytes.NewReader([]byte("one")), sink.PutOptions{})
 	if err != nil || !again.Created {
 		t.Fatalf("Put after the shard was removed = %+v, %v; want the blob made again", again, err)
 	}

@@ -82,15 +82,6 @@ func (s *Sink) reserve(c *claim, size int64) error {
 	return nil
 }
 
-// grow raises c's claim to size bytes, not yet written. Like wrote, it
-// never refuses.
-func (s *Sink) grow(c *claim, size int64) {
-	if size > c.size {
-		s.claimed.Add(size - c.size)
-		c.size = size
-	}
-}
-
 // wrote counts n bytes written by c's store. It never refuses: once a body
 // streams, it is stored whole or not at all.
 func (s *Sink) wrote(c *claim, n int64) {
@@ -119,17 +110,15 @@ func (s *Sink) ranOut(err error, written int64) error {
 	return fmt.Errorf("%w (%w)", err, sink.ErrNoRoom)
 }
 
-// claimWriter counts the bytes a streamed store writes against its claim.
-// It keeps its own copy of the claim, copied back when the bytes are
-// written, so that only a streamed store allocates one.
+// claimWriter counts the bytes a store writes against its claim.
 type claimWriter struct {
 	w io.Writer
 	s *Sink
-	c claim
+	c *claim
 }
 
 func (w *claimWriter) Write(p []byte) (int, error) {
 	n, err := w.w.Write(p)
-	w.s.wrote(&w.c, int64(n))
+	w.s.wrote(w.c, int64(n))
 	return n, err
 }

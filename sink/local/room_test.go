@@ -25,7 +25,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-// pipePut runs a PutWith fed through a pipe, so the test decides when each
+// pipePut runs a Put fed through a pipe, so the test decides when each
 // byte arrives. wait returns its result once the pipe is closed.
 func pipePut(t *testing.T, s *Sink, opts sink.PutOptions) (pw *io.PipeWriter, wait func() (sink.Blob, error)) {
 	t.Helper()
@@ -36,7 +36,7 @@ func pipePut(t *testing.T, s *Sink, opts sink.PutOptions) (pw *io.PipeWriter, wa
 	}
 	done := make(chan result, 1)
 	go func() {
-		b, err := s.PutWith(context.Background(), pr, opts)
+		b, err := s.Put(context.Background(), pr, opts)
 		pr.CloseWithError(err)
 		done <- result{b, err}
 	}()
@@ -80,8 +80,8 @@ func TestRoomCountsStoresInProgress(t *testing.T) {
 
 	// A second one that does not fit beside it is refused unread.
 	body := &countingReader{r: bytes.NewReader(sinktest.Bytes(2, 50_000))}
-	if _, err := s.PutWith(context.Background(), body, sink.PutOptions{Size: 50_000}); !errors.Is(err, sink.ErrNoRoom) {
-		t.Fatalf("PutWith of 50,000 declared bytes beside 60,000 claimed of 100,000 = %v, want sink.ErrNoRoom", err)
+	if _, err := s.Put(context.Background(), body, sink.PutOptions{Size: 50_000}); !errors.Is(err, sink.ErrNoRoom) {
+		t.Fatalf("Put of 50,000 declared bytes beside 60,000 claimed of 100,000 = %v, want sink.ErrNoRoom", err)
 	}
 	if n := body.reads.Load(); n != 0 {
 		t.Errorf("the refused store read its body %d times, want none", n)
@@ -173,8 +173,8 @@ func TestRoomKeepsFreeSpace(t *testing.T) {
 	// A declared size that does not fit is refused, and a store of unknown
 	// size waits until it would.
 	body := &countingReader{r: bytes.NewReader(sinktest.Bytes(2, 5500))}
-	if _, err := s.PutWith(context.Background(), body, sink.PutOptions{Size: 5500}); !errors.Is(err, sink.ErrNoRoom) || body.reads.Load() != 0 {
-		t.Fatalf("PutWith of 5,500 declared bytes with 5,000 to spare = %v after %d reads, want sink.ErrNoRoom unread", err, body.reads.Load())
+	if _, err := s.Put(context.Background(), body, sink.PutOptions{Size: 5500}); !errors.Is(err, sink.ErrNoRoom) || body.reads.Load() != 0 {
+		t.Fatalf("Put of 5,500 declared bytes with 5,000 to spare = %v after %d reads, want sink.ErrNoRoom unread", err, body.reads.Load())
 	}
 	room(t, s, 0, sink.ErrNoRoom)
 	room(t, s, 100, nil) // a known size stands for itself
@@ -207,7 +207,7 @@ func TestDiskFullMidBody(t *testing.T) {
 	s.wrapTemp = func(w io.Writer) io.Writer { return &diskFull{w: w, room: 100_000} }
 
 	room(t, s, 0, nil)
-	_, err := s.Put(context.Background(), bytes.NewReader(sinktest.Bytes(1, 300_000)), 0)
+	_, err := s.Put(context.Background(), bytes.NewReader(sinktest.Bytes(1, 300_000)), sink.PutOptions{})
 	if !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, sink.ErrNoRoom) {
 		t.Fatalf("Put on a full disk = %v, want ENOSPC and sink.ErrNoRoom", err)
 	}

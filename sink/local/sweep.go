@@ -87,9 +87,6 @@ func (s *Sink) SweepAt(ctx context.Context, now time.Time) (SweepStats, error) {
 		mu.Lock()
 		err := syscall.Rmdir(d.path) // rmdir only: refuses a non-empty shard
 		if err == nil {
-			if leaf, ok := strings.CutPrefix(d.path, filepath.Join(s.dir, d.shard)+string(filepath.Separator)); ok && isShard(leaf) {
-				s.markShard(shardIndex(d.shard+leaf), false)
-			}
 			st.ShardsRemoved++
 		}
 		mu.Unlock()

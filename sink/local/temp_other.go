@@ -22,6 +22,3 @@ func openExclusive(name string, mode uint32) (*tempFile, error) {
 
 // Stamp sets the file's times by its name.
 func (f *tempFile) Stamp(t time.Time) error { return os.Chtimes(f.Name(), t, t) }
-
-// processUmask is unknown here: modes are always set explicitly.
-func processUmask() (uint32, bool) { return 0, false }

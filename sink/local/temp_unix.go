@@ -3,10 +3,7 @@
 package local
 
 import (
-	"bufio"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 )
 
@@ -72,23 +69,4 @@ func (f *tempFile) Close() error {
 		return &os.PathError{Op: "close", Path: f.name, Err: err}
 	}
 	return nil
-}
-
-// processUmask reads the process's umask without changing it (Linux's
-// /proc/self/status; changing and restoring it would race with files
-// created meanwhile). ok is false when it cannot be read.
-func processUmask() (umask uint32, ok bool) {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, found := strings.CutPrefix(sc.Text(), "Umask:"); found {
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
-			return uint32(n), err == nil
-		}
-	}
-	return 0, false
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/memory"
 )
 
@@ -18,11 +19,11 @@ func Example_ttl() {
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-	first, err := s.PutAt(ctx, t0, strings.NewReader("feed v1"), 0)
+	first, err := s.PutAt(ctx, t0, strings.NewReader("feed v1"), sink.PutOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	again, err := s.PutAt(ctx, t0.Add(30*time.Minute), strings.NewReader("feed v1"), 0)
+	again, err := s.PutAt(ctx, t0.Add(30*time.Minute), strings.NewReader("feed v1"), sink.PutOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

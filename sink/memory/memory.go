@@ -44,7 +44,7 @@ type entry struct {
 	touched   time.Time
 }
 
-var _ sink.OptionsSink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
 // New returns an empty Sink.
 func New(opts Options) *Sink {
@@ -59,25 +59,17 @@ func URI(fingerprint string) string { return "mem://" + fingerprint }
 func (s *Sink) URI(fingerprint string) string { return URI(fingerprint) }
 
 // Put implements sink.Sink. The bytes are read into memory before the blob
-// becomes visible, so a failed or cancelled Put leaves nothing behind.
-func (s *Sink) Put(ctx context.Context, r io.Reader, limit int64) (sink.Blob, error) {
-	return s.putAt(ctx, s.now(), r, sink.PutOptions{Limit: limit})
-}
-
-// PutWith implements sink.OptionsSink: a new blob keeps opts.MediaType
-// (sink.DefaultMediaType when empty), which MediaType reports; a
-// re-referenced one keeps the type it was first stored with.
-func (s *Sink) PutWith(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
-	return s.putAt(ctx, s.now(), r, opts)
+// becomes visible, so a failed or cancelled Put leaves nothing behind. A
+// new blob keeps opts.MediaType (sink.DefaultMediaType when empty), which
+// MediaType reports; a re-referenced one keeps the type it was first
+// stored with.
+func (s *Sink) Put(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+	return s.PutAt(ctx, s.now(), r, opts)
 }
 
 // PutAt is Put with the store's start time given explicitly; ExpiresAt is
 // now+TTL and the blob's retention clock restarts at now.
-func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, limit int64) (sink.Blob, error) {
-	return s.putAt(ctx, now, r, sink.PutOptions{Limit: limit})
-}
-
-func (s *Sink) putAt(ctx context.Context, now time.Time, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
 	var buf bytes.Buffer
 	fp, n, err := sink.Copy(ctx, &buf, r, opts.Limit)
 	if err != nil {

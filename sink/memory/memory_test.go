@@ -23,17 +23,17 @@ func TestConformanceNoTTL(t *testing.T) {
 func TestMediaType(t *testing.T) {
 	s := memory.New(memory.Options{})
 	ctx := t.Context()
-	b, err := s.PutWith(ctx, strings.NewReader("<p>"), sink.PutOptions{MediaType: "text/html"})
+	b, err := s.Put(ctx, strings.NewReader("<p>"), sink.PutOptions{MediaType: "text/html"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutWith(ctx, strings.NewReader("<p>"), sink.PutOptions{MediaType: "text/plain"}); err != nil {
+	if _, err := s.Put(ctx, strings.NewReader("<p>"), sink.PutOptions{MediaType: "text/plain"}); err != nil {
 		t.Fatal(err)
 	}
 	if got, ok := s.MediaType(b.Fingerprint); !ok || got != "text/html" {
 		t.Errorf("MediaType = %q, %v; want text/html, true", got, ok)
 	}
-	plain, err := s.Put(ctx, strings.NewReader("bytes"), 0)
+	plain, err := s.Put(ctx, strings.NewReader("bytes"), sink.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func BenchmarkPut(b *testing.B, s sink.Sink, size int64, parallel int, after fun
 			r := Stream(seed, size)
 			wg.Go(func() {
 				var err error
-				blobs[i], err = s.Put(context.Background(), r, 0)
+				blobs[i], err = s.Put(context.Background(), r, sink.PutOptions{})
 				if err != nil {
 					b.Error(err)
 				}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/memory"
 	"github.com/replicator-go/replicator/sink/sinktest"
 )
@@ -19,14 +20,14 @@ func Example() {
 	ctx := context.Background()
 
 	data := sinktest.Bytes(7, 4096)
-	small, err := s.Put(ctx, bytes.NewReader(data), 0)
+	small, err := s.Put(ctx, bytes.NewReader(data), sink.PutOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(small.Size, small.Fingerprint == sinktest.Fingerprint(data))
 	fmt.Println(bytes.Equal(data, sinktest.Bytes(7, 4096)))
 
-	large, err := s.Put(ctx, sinktest.Stream(7, 8<<20), 0)
+	large, err := s.Put(ctx, sinktest.Stream(7, 8<<20), sink.PutOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

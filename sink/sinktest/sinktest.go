@@ -54,7 +54,7 @@ func Run(t *testing.T, newSink func(t *testing.T) sink.Sink) {
 		{"CancelledContext", testCancelled},
 		{"OpenMissing", testOpenMissing},
 		{"URIMapping", testURIMapping},
-		{"PutWith", testPutWith},
+		{"MediaType", testMediaType},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newSink(t)) })
 	}
@@ -90,7 +90,7 @@ func put(t *testing.T, s sink.Sink, data []byte, limit int64) sink.Blob {
 	t.Helper()
 	before := time.Now()
 	// HalfReader makes the backend cope with short reads.
-	b, err := s.Put(context.Background(), iotest.HalfReader(bytes.NewReader(data)), limit)
+	b, err := s.Put(context.Background(), iotest.HalfReader(bytes.NewReader(data)), sink.PutOptions{Limit: limit})
 	after := time.Now()
 	if err != nil {
 		t.Fatalf("Put(%d bytes): %v", len(data), err)
@@ -216,7 +216,7 @@ func testLimit(t *testing.T, s sink.Sink) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := Bytes(uint64(100+tc.size)+uint64(tc.limit), tc.size)
-			b, err := s.Put(context.Background(), bytes.NewReader(data), tc.limit)
+			b, err := s.Put(context.Background(), bytes.NewReader(data), sink.PutOptions{Limit: tc.limit})
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Put(%d bytes, limit %d) error = %v, want %v", tc.size, tc.limit, err, tc.wantErr)
 			}
@@ -249,7 +249,7 @@ func (f *failingReader) Read(p []byte) (int, error) {
 func testReaderFails(t *testing.T, s sink.Sink) {
 	data := Bytes(5, 200_000)
 	half := data[:len(data)/2]
-	_, err := s.Put(context.Background(), &failingReader{bytes.NewReader(half)}, 0)
+	_, err := s.Put(context.Background(), &failingReader{bytes.NewReader(half)}, sink.PutOptions{})
 	if !errors.Is(err, errHalfway) {
 		t.Fatalf("Put with a failing reader = %v, want an error wrapping %v", err, errHalfway)
 	}
@@ -265,7 +265,7 @@ func testConcurrentSameBytes(t *testing.T, s sink.Sink) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			blobs[i], errs[i] = s.Put(context.Background(), bytes.NewReader(data), 0)
+			blobs[i], errs[i] = s.Put(context.Background(), bytes.NewReader(data), sink.PutOptions{})
 		})
 	}
 	wg.Wait()
@@ -311,7 +311,7 @@ func testCancelled(t *testing.T, s sink.Sink) {
 		data := Bytes(7, 10_000)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, err := s.Put(ctx, bytes.NewReader(data), 0); !errors.Is(err, context.Canceled) {
+		if _, err := s.Put(ctx, bytes.NewReader(data), sink.PutOptions{}); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Put(cancelled ctx) = %v, want context.Canceled", err)
 		}
 		wantNotFound(t, s, Fingerprint(data))
@@ -321,7 +321,7 @@ func testCancelled(t *testing.T, s sink.Sink) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		r := &cancellingReader{r: bytes.NewReader(data), at: len(data) / 2, cancel: cancel}
-		if _, err := s.Put(ctx, r, 0); !errors.Is(err, context.Canceled) {
+		if _, err := s.Put(ctx, r, sink.PutOptions{}); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Put cancelled midway = %v, want context.Canceled", err)
 		}
 		wantNotFound(t, s, Fingerprint(data))
@@ -340,7 +340,7 @@ func testCancelled(t *testing.T, s sink.Sink) {
 			}
 			return n, err
 		})
-		if _, err := s.Put(ctx, eof, 0); !errors.Is(err, context.Canceled) {
+		if _, err := s.Put(ctx, eof, sink.PutOptions{}); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Put cancelled at EOF = %v, want context.Canceled", err)
 		}
 		wantNotFound(t, s, Fingerprint(data))
@@ -389,35 +389,34 @@ func testURIMapping(t *testing.T, s sink.Sink) {
 	}
 }
 
-// testPutWith stores through sink.PutWith, as the fetcher does: the options'
-// limit holds as Put's does, the media type changes nothing about the blob,
-// and identical bytes are one blob whatever type each store names. A sink
-// without PutWith is reached through Put.
-func testPutWith(t *testing.T, s sink.Sink) {
+// testMediaType stores with a media type, as the fetcher does: the limit
+// holds beside it, the media type changes nothing about the blob, and
+// identical bytes are one blob whatever type each store names.
+func testMediaType(t *testing.T, s sink.Sink) {
 	ctx := context.Background()
 	data := Bytes(10, 20_000)
-	first, err := sink.PutWith(ctx, s, iotest.HalfReader(bytes.NewReader(data)), sink.PutOptions{Limit: int64(len(data)), MediaType: "text/html"})
+	first, err := s.Put(ctx, iotest.HalfReader(bytes.NewReader(data)), sink.PutOptions{Limit: int64(len(data)), MediaType: "text/html"})
 	if err != nil {
-		t.Fatalf("PutWith: %v", err)
+		t.Fatalf("Put(text/html): %v", err)
 	}
 	want := sink.Blob{Fingerprint: Fingerprint(data), Size: int64(len(data)), Created: true}
 	if diff := cmp.Diff(want, first, ignoreVolatile); diff != "" {
-		t.Errorf("PutWith blob (-want +got):\n%s", diff)
+		t.Errorf("Put(text/html) blob (-want +got):\n%s", diff)
 	}
-	again, err := sink.PutWith(ctx, s, bytes.NewReader(data), sink.PutOptions{MediaType: "application/pdf"})
+	again, err := s.Put(ctx, bytes.NewReader(data), sink.PutOptions{MediaType: "application/pdf"})
 	if err != nil {
-		t.Fatalf("PutWith again: %v", err)
+		t.Fatalf("Put(application/pdf) again: %v", err)
 	}
 	want.Created = false
 	if diff := cmp.Diff(want, again, ignoreVolatile); diff != "" || again.URI != first.URI {
-		t.Errorf("PutWith of the same bytes under another type (-want +got):\n%s(URI %q, first %q)", diff, again.URI, first.URI)
+		t.Errorf("Put of the same bytes under another type (-want +got):\n%s(URI %q, first %q)", diff, again.URI, first.URI)
 	}
 	if !bytes.Equal(readAll(t, s, first.Fingerprint), data) {
 		t.Errorf("Open returned different bytes than were stored")
 	}
 	over := Bytes(11, 20_001)
-	if _, err := sink.PutWith(ctx, s, bytes.NewReader(over), sink.PutOptions{Limit: 20_000, MediaType: "text/html"}); !errors.Is(err, sink.ErrTooLarge) {
-		t.Fatalf("PutWith over its limit = %v, want an error wrapping sink.ErrTooLarge", err)
+	if _, err := s.Put(ctx, bytes.NewReader(over), sink.PutOptions{Limit: 20_000, MediaType: "text/html"}); !errors.Is(err, sink.ErrTooLarge) {
+		t.Fatalf("Put(text/html) over its limit = %v, want an error wrapping sink.ErrTooLarge", err)
 	}
 	wantNotFound(t, s, Fingerprint(over))
 }
