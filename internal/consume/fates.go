@@ -280,6 +280,9 @@ func (r *run[C, R]) writeFates(batch []*completion[C]) {
 			owners = append(owners, c)
 		}
 	}
+	if len(facts) == 0 && len(pending) == 0 {
+		return // nothing owned here any more
+	}
 	for i, err := range l.b.publishAll(ctx, facts) {
 		if err != nil {
 			r.fateError(ctx, owners[i].h, "publish", start, err)

@@ -314,8 +314,8 @@ var fateCases = []fateCase{
 		entries:  []testEntry{{id: "1-1", key: "a", plan: planStored}},
 		fail:     []string{"seen"},
 		fakeOnly: "it injects a failure",
-		calls:    []string{"read 1-1", "seen a → failed"},
-		state:    fateState{Pending: []string{"1-1 c 1"}},
+		calls:    []string{"read 1-1", "seen a → failed", "giveBack 1-1"},
+		state:    fateState{Pending: []string{"1-1 c 0"}},
 	},
 	{
 		name:     "ownership check fails",

@@ -47,6 +47,8 @@ func (r *run[C, R]) accept(ctx context.Context, entries []Entry) error {
 			if firstErr == nil {
 				firstErr = l.brokerFailure("dedupe", errs[i])
 			}
+			// Not handled: the delivery must not count toward the ceiling.
+			unhandled = append(unhandled, h.ID)
 			continue
 		}
 		if seen[i] {
