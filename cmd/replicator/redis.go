@@ -16,7 +16,7 @@ import (
 	"github.com/replicator-go/replicator/replicate"
 )
 
-// The streams of the contract (README, Streams and frames), as the library
+// The streams of the contract (docs/streams.md, Streams), as the library
 // names them.
 const (
 	streamCommands = worker.DefaultStream

@@ -16,7 +16,8 @@ import (
 	"github.com/replicator-go/replicator/replicate"
 )
 
-// TestWorkerReplicatesAFetchedBlob is the README's replicate session through
+// TestWorkerReplicatesAFetchedBlob is the replicate session of docs/replicate.md,
+// Operator tools, through
 // the binary: a worker on a private Redis with a local blob store, an
 // aliases file naming a bucket of fake-gcs-server (STORAGE_EMULATOR_HOST),
 // then `seed --watch` of a fetch and `seed replicate --watch` of the

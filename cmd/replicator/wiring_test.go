@@ -63,7 +63,7 @@ func wiringFacts(t *testing.T, c rueidis.Client, w *process, want int) map[strin
 }
 
 // TestWorkerAppliesReplayedFetchPolicy checks per-host floors and the policy
-// stream (README, Streams and frames) end to end: policies published on
+// stream (docs/streams.md, Streams) end to end: policies published on
 // content.fetch-policy before the worker starts (with the binary's own
 // `policy` subcommand) are replayed before the first command is consumed,
 // and then pace each host by its published floor instead of
@@ -244,10 +244,10 @@ func wiringBody(w http.ResponseWriter, r *http.Request) {
 }
 
 // TestWorkerAppliesSettings runs one worker with unusual values of four
-// settings and checks each reaches what it governs (README, Configuration, names them;
+// settings and checks each reaches what it governs (docs/settings.md names them;
 // an applied default would pass none of these checks):
 //
-//   - REPLICATOR_MAX_BLOB_BYTES=1000 (README, Failure taxonomy): a body of exactly
+//   - REPLICATOR_MAX_BLOB_BYTES=1000 (docs/taxonomy.md, The failure taxonomy): a body of exactly
 //     1000 bytes is stored, one of 1001 is fetch_failed too_large, whether
 //     announced by Content-Length, streamed without one, or gzip-encoded
 //     (the ceiling counts decoded bytes); too_large is permanent, so it is
@@ -312,7 +312,7 @@ func TestWorkerAppliesSettings(t *testing.T) {
 		"REPLICATOR_CONSUMER_START_ID=0", // the commands were queued before the group existed
 	), "worker")
 	facts := wiringFacts(t, c, w, len(commands))
-	// Every permanent failure is dead-lettered after its fact (README, Failure taxonomy).
+	// Every permanent failure is dead-lettered after its fact (docs/taxonomy.md, The failure taxonomy).
 	failures := 0
 	for _, f := range facts {
 		if _, ok := f.(*envelope.FetchFailed); ok {

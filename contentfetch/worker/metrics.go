@@ -12,8 +12,8 @@ import (
 	"github.com/replicator-go/replicator/internal/consume"
 )
 
-// metricsPrefix names the content.fetch loop's metrics (the README's
-// Metrics).
+// metricsPrefix names the content.fetch loop's metrics (docs/operations.md,
+// Metrics and health).
 const metricsPrefix = "replicator_"
 
 // Why a command is parked: the reason label of

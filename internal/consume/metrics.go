@@ -8,7 +8,7 @@ import (
 )
 
 // Metrics are a loop's counters and gauges, their names prefixed per loop
-// (the README's Metrics): "replicator_" for content.fetch,
+// (docs/operations.md, Metrics and health): "replicator_" for content.fetch,
 // "replicator_replicate_" for content.replicate. Build them with
 // NewMetrics, hand them to one Loop through Options.Metrics, and register
 // them with Register.
