@@ -247,7 +247,7 @@ func (b *bench) crashOnce(ctx context.Context, cfg crashConfig) (*crashResult, e
 
 	blobs := filepath.Join(b.dir, "blobs-crash-"+tag)
 	defer os.RemoveAll(blobs)
-	env := b.workerEnv(resolveEnv(hosts),
+	env := b.workerEnv(
 		"REPLICATOR_MIN_HOST_INTERVAL_SECONDS=0",
 		// Entries a killed worker held come back through the reclaim
 		// after this long.

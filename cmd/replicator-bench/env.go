@@ -290,11 +290,11 @@ type workerProc struct {
 // workerEnv is the environment every worker gets: this bench's Redis, the
 // loopback origin allowed and its host names resolved, groups starting at
 // the beginning of the stream (commands are often queued first), INFO logs.
-func (b *bench) workerEnv(resolve string, extra ...string) []string {
+func (b *bench) workerEnv(extra ...string) []string {
 	env := []string{
 		"REPLICATOR_REDIS_URL=" + b.url,
 		"REPLICATOR_ALLOW_CIDRS=127.0.0.0/8",
-		"REPLICATOR_RESOLVE=" + resolve,
+		"REPLICATOR_RESOLVE=" + benchResolve,
 		"REPLICATOR_CONSUMER_START_ID=0",
 		"REPLICATOR_LOG_LEVEL=INFO",
 	}

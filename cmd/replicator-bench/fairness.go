@@ -74,7 +74,7 @@ func (b *bench) fairnessOnce(ctx context.Context, run, probes int) ([]time.Durat
 	if err := publish(ctx, b.client, cmds); err != nil {
 		return nil, err
 	}
-	w, err := b.startWorker(fmt.Sprintf("fair-%d", run), b.workerEnv(resolveEnv(hosts),
+	w, err := b.startWorker(fmt.Sprintf("fair-%d", run), b.workerEnv(
 		"REPLICATOR_MIN_HOST_INTERVAL_SECONDS=1", "REPLICATOR_BLOB_DIR="+filepath.Join(b.dir, "blobs-fair")))
 	if err != nil {
 		return nil, err

@@ -212,7 +212,7 @@ func (b *bench) hostileOnce(ctx context.Context, run, n int) (*hostileResult, er
 	if err := publish(ctx, b.client, cmds); err != nil {
 		return nil, err
 	}
-	w, err := b.startWorker(fmt.Sprintf("hostile-%d", run), b.workerEnv(resolveEnv(all),
+	w, err := b.startWorker(fmt.Sprintf("hostile-%d", run), b.workerEnv(
 		fmt.Sprintf("REPLICATOR_MIN_HOST_INTERVAL_SECONDS=%g", hostileInterval.Seconds()),
 		"REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS=10", "REPLICATOR_MAX_FETCH_SECONDS=15",
 		"REPLICATOR_CLAIM_MIN_IDLE_MS=10000",

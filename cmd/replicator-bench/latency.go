@@ -46,7 +46,7 @@ func (b *bench) latencyOnce(ctx context.Context, run, samples int) ([]time.Durat
 	}
 	defer o.close()
 	host := "latency.test"
-	w, err := b.startWorker(fmt.Sprintf("latency-%d", run), b.workerEnv(host+"=127.0.0.1",
+	w, err := b.startWorker(fmt.Sprintf("latency-%d", run), b.workerEnv(
 		"REPLICATOR_MIN_HOST_INTERVAL_SECONDS=0", "REPLICATOR_BLOB_DIR="+filepath.Join(b.dir, "blobs-latency")))
 	if err != nil {
 		return nil, 0, err

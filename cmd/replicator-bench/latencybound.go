@@ -36,6 +36,11 @@ const (
 	lbBarShare       = 0.9
 )
 
+// lbMaxShare is the most of concurrency ÷ delay a point may report: a
+// rate above it counted something other than fetches waiting on the
+// origin (commands failing fast, say), and the point is refused.
+const lbMaxShare = 1.02
+
 // lbLateShare: an origin whose timers wake on average later than
 // delay ÷ lbLateShare past the delay is a bench short of CPU, and the
 // point says so.
@@ -140,11 +145,13 @@ func steadyWindow(doneNs []int64, skip int) (from, to int64, n int) {
 	return t[a], t[b], b - a
 }
 
-// lbCommands is how many commands a point needs for steady of steady state
-// at the ideal rate, plus the first and last waves that steadyRate skips.
+// lbCommands is how many commands a point needs: whole waves of
+// concurrency covering steady, plus the first and last waves that
+// steadyRate skips. Whole waves keep the window exact when the delay is
+// as long as steady or longer.
 func lbCommands(concurrency int, delay, steady time.Duration) int {
-	perSec := float64(concurrency) / delay.Seconds()
-	return int(perSec*steady.Seconds()) + 2*concurrency
+	waves := max(int(math.Ceil(steady.Seconds()/delay.Seconds())), 1)
+	return concurrency * (waves + 2)
 }
 
 // lbOpenFiles is how many descriptors a process needs at a concurrency:
@@ -295,23 +302,21 @@ func (d *delayedOrigin) lateMean() time.Duration {
 // delayed origin; it prints every point, the medians, the bar at
 // lbBarConcurrency, and writes the plot of the medians.
 func runLatencyBound(ctx context.Context, b *bench) error {
-	delay := b.o.delay
 	sweep, err := b.lbSweep()
 	if err != nil {
 		return err
 	}
-	h := orInt(b.o.hosts, lbDefaultHosts)
-	fmt.Fprintf(b.out, "every response %s after the request arrived; %d hosts, %d-byte bodies, spacing 0, blobs on %s\n",
-		delay, h, b.o.bodySize, b.dir)
-	fmt.Fprintf(b.out, "sweep of REPLICATOR_CONCURRENCY %s (the bare loop with as many GETs in flight); all commands queued first;\n",
-		ints(sweep))
-	fmt.Fprintf(b.out, "commands/s counted from the end of the first wave of completions to the end of the last-but-one (a wave: concurrency commands)\n")
 	for _, c := range sweep {
-		if h*maxActivePerHost < c {
-			fmt.Fprintf(b.out, "warning: %d hosts × %d requests per host < %d in flight: the worker cannot reach that concurrency\n",
+		if h := b.lbHosts(c); h*maxActivePerHost < c {
+			return fmt.Errorf("%d hosts × %d requests per host < %d in flight: the worker cannot reach that concurrency (leave -hosts unset for as many hosts as fetches in flight)",
 				h, maxActivePerHost, c)
 		}
 	}
+	fmt.Fprintf(b.out, "every response %s after the request arrived; %s, %d-byte bodies, spacing 0, blobs on %s\n",
+		b.lbDelayText(), b.lbHostsText(), b.o.bodySize, b.dir)
+	fmt.Fprintf(b.out, "sweep of REPLICATOR_CONCURRENCY %s (the bare loop with as many GETs in flight); all commands queued first;\n",
+		ints(sweep))
+	fmt.Fprintf(b.out, "commands/s counted from the end of the first wave of completions to the end of the last-but-one (a wave: concurrency commands)\n")
 	if err := raiseOpenFiles(lbOpenFiles(sweep[len(sweep)-1])); err != nil {
 		return err
 	}
@@ -320,13 +325,14 @@ func runLatencyBound(ctx context.Context, b *bench) error {
 		fmt.Fprintf(b.out, "run %d:\n", run)
 		printLBHeader(b)
 		for i, c := range sweep {
+			delay, h := b.lbDelay(c), b.lbHosts(c)
 			n := b.o.commands
 			if n == 0 {
 				n = lbCommands(c, delay, b.o.steady)
 			}
 			p := lbPoint{concurrency: c, delay: delay}
 			for _, variant := range []string{"worker", "bare"} {
-				s, err := b.latencyBoundOnce(ctx, variant, run, c, n, h)
+				s, err := b.latencyBoundOnce(ctx, variant, run, p, n, h)
 				if err != nil {
 					return fmt.Errorf("%s at concurrency %d, run %d: %w", variant, c, run, err)
 				}
@@ -351,9 +357,43 @@ func runLatencyBound(ctx context.Context, b *bench) error {
 			printLBPoint(b, p)
 		}
 	}
-	plotErr := b.writeLBPlot(med, h)
+	plotErr := b.writeLBPlot(med)
 	barErr := lbBar(b, sweep, all)
 	return errors.Join(plotErr, barErr)
+}
+
+// lbDelay is the origin's delay at a concurrency: -delay, grown to
+// concurrency ÷ -rate when that is longer, so every point asks for about
+// the same rate and only the number of fetches waiting grows.
+func (b *bench) lbDelay(concurrency int) time.Duration {
+	d := b.o.delay
+	if b.o.rate > 0 {
+		d = max(d, time.Duration(float64(concurrency)/b.o.rate*float64(time.Second)).Round(time.Millisecond))
+	}
+	return d
+}
+
+func (b *bench) lbDelayText() string {
+	if b.o.rate > 0 {
+		return fmt.Sprintf("concurrency ÷ %s/s, at least %s,", thousands(b.o.rate), b.o.delay)
+	}
+	return b.o.delay.String()
+}
+
+// lbHosts is how many hosts a point's commands are spread over: -hosts,
+// else lbDefaultHosts or as many as fetches in flight, whichever is more.
+func (b *bench) lbHosts(concurrency int) int {
+	if b.o.hosts > 0 {
+		return b.o.hosts
+	}
+	return max(lbDefaultHosts, concurrency)
+}
+
+func (b *bench) lbHostsText() string {
+	if b.o.hosts > 0 {
+		return fmt.Sprintf("%d hosts", b.o.hosts)
+	}
+	return fmt.Sprintf("%d hosts or as many as fetches in flight", lbDefaultHosts)
 }
 
 // lbSweep is the sweep: -sweep, else the one point -concurrency, else the
@@ -450,15 +490,16 @@ func printLBPoint(b *bench, p lbPoint) {
 	}
 }
 
-// latencyBoundOnce runs one variant ("worker" or "bare") at one
-// concurrency over a freshly queued load of n commands.
-func (b *bench) latencyBoundOnce(ctx context.Context, variant string, run, conc, n, h int) (lbSide, error) {
+// latencyBoundOnce runs one variant ("worker" or "bare") at one point
+// over a freshly queued load of n commands spread over h hosts.
+func (b *bench) latencyBoundOnce(ctx context.Context, variant string, run int, p lbPoint, n, h int) (lbSide, error) {
+	conc := p.concurrency
 	ctx, cancel, err := b.begin(ctx, true)
 	if err != nil {
 		return lbSide{}, err
 	}
 	defer cancel()
-	d := &delayedOrigin{delay: b.o.delay, body: fixedBody(b.o.bodySize)}
+	d := &delayedOrigin{delay: p.delay, body: fixedBody(b.o.bodySize)}
 	o, err := startOrigin(d, false)
 	if err != nil {
 		return lbSide{}, err
@@ -478,7 +519,7 @@ func (b *bench) latencyBoundOnce(ctx context.Context, variant string, run, conc,
 	res := lbSide{commands: n}
 	redis0, bench0 := b.redisCPU(ctx), selfCPU()
 	// The load at the ideal rate, with room for a slow machine.
-	ideal := float64(conc) / b.o.delay.Seconds()
+	ideal := p.ideal()
 	within := min(b.o.timeout, 4*time.Duration(float64(n)/ideal*float64(time.Second))+time.Minute)
 
 	if variant == "bare" {
@@ -504,7 +545,7 @@ func (b *bench) latencyBoundOnce(ctx context.Context, variant string, run, conc,
 		defer os.RemoveAll(blobs)
 		// REPLICATOR_CONCURRENCY comes after workerEnv's own (from
 		// -concurrency): os/exec keeps the last value of a repeated key.
-		env := b.workerEnv(resolveEnv(hosts), "REPLICATOR_MIN_HOST_INTERVAL_SECONDS=0",
+		env := b.workerEnv("REPLICATOR_MIN_HOST_INTERVAL_SECONDS=0",
 			"REPLICATOR_CONCURRENCY="+strconv.Itoa(conc), "REPLICATOR_BLOB_DIR="+blobs)
 		w, err := b.startWorker(fmt.Sprintf("lb-%d-%d", conc, run), env)
 		if err != nil {
@@ -558,6 +599,9 @@ func (b *bench) latencyBoundOnce(ctx context.Context, variant string, run, conc,
 			return lbSide{}, fmt.Errorf("%d of %d commands did not end blob_available", res.failed, n)
 		}
 	}
+	if share := p.share(res.perSec); share > lbMaxShare {
+		return lbSide{}, fmt.Errorf("%.1f commands/s is %.3f of concurrency ÷ delay, more than fetches waiting on the origin allow: not a result", res.perSec, share)
+	}
 	res.cpuRedis, res.cpuBench = b.redisCPU(ctx)-redis0, selfCPU()-bench0
 	res.originPeak, res.conns = d.peak.Load(), o.stats().conns
 	res.lateMax, res.lateMean = time.Duration(d.lateMax.Load()), d.lateMean()
@@ -567,7 +611,7 @@ func (b *bench) latencyBoundOnce(ctx context.Context, variant string, run, conc,
 // writeLBPlot writes the sweep's plot to -plot, or, by default, into the
 // scratch dir when it outlives the run and into a new file under the
 // system's temp dir otherwise; it prints where.
-func (b *bench) writeLBPlot(points []lbPoint, hosts int) error {
+func (b *bench) writeLBPlot(points []lbPoint) error {
 	path := b.o.plot
 	var f *os.File
 	var err error
@@ -590,7 +634,7 @@ func (b *bench) writeLBPlot(points []lbPoint, hosts int) error {
 		note = fmt.Sprintf("medians of %d runs", b.o.runs)
 	}
 	p := lbPlot{
-		title: fmt.Sprintf("latency-bound: every response %s after its request, %d hosts", points[0].delay, hosts),
+		title: fmt.Sprintf("latency-bound: every response %s after its request, %s", strings.TrimSuffix(b.lbDelayText(), ","), b.lbHostsText()),
 		note:  fmt.Sprintf("%s, %s, %d CPUs", note, time.Now().UTC().Format("2006-01-02"), runtime.NumCPU()),
 	}
 	for _, pt := range points {

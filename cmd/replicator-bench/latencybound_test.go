@@ -100,6 +100,10 @@ func TestLBArithmetic(t *testing.T) {
 	if got := lbCommands(16, 500*time.Millisecond, 5*time.Second); got != 160+32 {
 		t.Errorf("lbCommands(16) = %d, want %d", got, 160+32)
 	}
+	// A delay longer than steady: one whole wave measured, not a part.
+	if got := lbCommands(16384, 8*time.Second, 5*time.Second); got != 3*16384 {
+		t.Errorf("lbCommands(16384, 8s) = %d, want %d", got, 3*16384)
+	}
 	for _, tt := range []struct {
 		worker, bare float64
 		want         bool

@@ -51,7 +51,8 @@ func modes() []mode {
 			"as the ceiling, in one run; -commands (20000) over -hosts (1000), -body-size (1024),\n" +
 			"spacing 0; ratios default/serial and default/bare, and CPU per command (bar: the\n" +
 			"default worker ≤ 100µs)", runThroughput},
-		{"latency-bound", "an origin answering every request -delay (500ms) after it arrived, -hosts (1000),\n" +
+		{"latency-bound", "an origin answering every request -delay (500ms; with -rate, concurrency ÷ rate when longer)\n" +
+			"after it arrived, -hosts (1000 or as many as fetches in flight),\n" +
 			"spacing 0: the worker and the bare loop at each REPLICATOR_CONCURRENCY of -sweep\n" +
 			"(16,256,1024; the bare loop with as many GETs in flight), enough commands for -steady\n" +
 			"(5s) at concurrency ÷ delay; commands/s and its share of concurrency ÷ delay, peak RSS,\n" +
@@ -109,6 +110,7 @@ type options struct {
 	timeout     time.Duration
 	verbose     bool
 	delay       time.Duration // latency-bound: the origin's delay
+	rate        float64       // latency-bound: grow the delay to concurrency ÷ rate
 	sweep       string        // latency-bound: concurrencies
 	steady      time.Duration // latency-bound: steady state per point
 	plot        string        // latency-bound: the SVG's path
@@ -137,7 +139,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.keep, "keep", false, "keep the scratch dir (worker logs, blobs) instead of removing it")
 	fs.IntVar(&o.runs, "runs", 1, "repeat each mode `n` times and report the medians")
 	fs.IntVar(&o.commands, "commands", 0, "commands per run (default per mode: throughput 20000, crash 10000, hostile 1000; latency-bound: per point, enough for -steady)")
-	fs.IntVar(&o.hosts, "hosts", 0, "hosts the commands are spread over (default per mode: throughput 1000, crash 100, latency-bound 1000)")
+	fs.IntVar(&o.hosts, "hosts", 0, "hosts the commands are spread over (default per mode: throughput 1000, crash 100, latency-bound 1000 or as many as fetches in flight)")
 	fs.IntVar(&o.bodySize, "body-size", 1024, "throughput, latency-bound: body `bytes` of each healthy response")
 	fs.BoolVar(&o.sameBody, "same-body", false, "throughput: every URL answers the same bytes, so every command stores one blob again (a page fetched again unchanged)")
 	fs.IntVar(&o.samples, "samples", 0, "latency: commands measured one at a time (default 200); fairness: probes (default 5)")
@@ -148,6 +150,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "bound on one run of one mode")
 	fs.BoolVar(&o.verbose, "v", false, "progress lines on stderr")
 	fs.DurationVar(&o.delay, "delay", lbDefaultDelay, "latency-bound: the origin answers every request this long after it arrived")
+	fs.Float64Var(&o.rate, "rate", 0, "latency-bound: grow each point's delay to concurrency ÷ this many commands/s when longer than -delay, so only the fetches waiting grow (0: -delay at every point)")
 	fs.StringVar(&o.sweep, "sweep", "", "latency-bound: comma-separated REPLICATOR_CONCURRENCY `list` (default "+lbDefaultSweep+")")
 	fs.DurationVar(&o.steady, "steady", lbDefaultSteady, "latency-bound: steady state per point at concurrency ÷ delay, which sets the commands per point")
 	fs.StringVar(&o.plot, "plot", "", "latency-bound: write the SVG plot to this `path` (default: latency-bound.svg in the scratch dir when it is kept, else a new file under $TMPDIR; the report prints where)")
@@ -195,8 +198,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	if o.delay <= 0 || o.steady <= 0 {
-		fmt.Fprintln(stderr, "replicator-bench: -delay and -steady must be positive")
+	if o.delay <= 0 || o.steady <= 0 || o.rate < 0 {
+		fmt.Fprintln(stderr, "replicator-bench: -delay and -steady must be positive, -rate not negative")
 		return 2
 	}
 	if o.sweep != "" {

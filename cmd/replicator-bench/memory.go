@@ -81,7 +81,7 @@ func (b *bench) memoryOnce(ctx context.Context, backend string, run int) (memRes
 	}
 	defer o.close()
 	hosts := hostNames("mem", memBodies)
-	env := b.workerEnv(resolveEnv(hosts), "REPLICATOR_MIN_HOST_INTERVAL_SECONDS=0")
+	env := b.workerEnv("REPLICATOR_MIN_HOST_INTERVAL_SECONDS=0")
 	blobs := filepath.Join(b.dir, "blobs-memory-"+backend)
 	defer os.RemoveAll(blobs)
 	if err := os.MkdirAll(blobs, 0o755); err != nil {

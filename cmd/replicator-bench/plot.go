@@ -42,9 +42,10 @@ const (
 	colorIdeal = "#777777"
 )
 
-// writeLatencyPlot writes p as a standalone SVG: commands/s against
-// concurrency ÷ delay on log-log axes with the ideal y = x, and below it
-// peak RSS against the same x. Only elements any browser and GitHub's
+// writeLatencyPlot writes p as a standalone SVG: commands/s against the
+// fetches in flight on log-log axes, with the ideal (concurrency ÷ delay)
+// as its own series since the delay may grow with the concurrency, and
+// below it peak RSS against the same x. Only elements any browser and GitHub's
 // image view render: no script, no CSS, no external font.
 func writeLatencyPlot(w io.Writer, p lbPlot) error {
 	if len(p.points) == 0 {
@@ -53,20 +54,23 @@ func writeLatencyPlot(w io.Writer, p lbPlot) error {
 	bw := bufio.NewWriter(w)
 	s := &svg{w: bw}
 
-	// One log domain for both throughput axes, so y = x is the diagonal.
 	lo, hi := math.Inf(1), 0.0
+	cLo, cHi := math.Inf(1), 0.0
 	for _, pt := range p.points {
 		for _, v := range []float64{pt.ideal, pt.worker, pt.bare} {
 			if v > 0 {
 				lo, hi = min(lo, v), max(hi, v)
 			}
 		}
+		if c := float64(pt.concurrency); c > 0 {
+			cLo, cHi = min(cLo, c), max(cHi, c)
+		}
 	}
-	if hi == 0 {
-		return fmt.Errorf("no positive rate to plot")
+	if hi == 0 || cHi == 0 {
+		return fmt.Errorf("no positive rate or concurrency to plot")
 	}
-	dom := logDomain(lo, hi)
-	x := func(v float64) float64 { return dom.scale(v, plotLeft, plotRight) }
+	dom, xDom := logDomain(lo, hi), logDomain(cLo, cHi)
+	x := func(v float64) float64 { return xDom.scale(v, plotLeft, plotRight) }
 	yTP := func(v float64) float64 { return dom.scale(v, tpBottom, tpTop) }
 
 	s.f(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
@@ -82,7 +86,7 @@ func writeLatencyPlot(w io.Writer, p lbPlot) error {
 	for _, e := range []struct{ label, color, dash, marker string }{
 		{"worker", colorWork, "", "circle"},
 		{"bare loop (read, GET, ack)", colorBare, "6 3", "square"},
-		{"ideal: y = x", colorIdeal, "2 3", ""},
+		{"ideal: concurrency ÷ delay", colorIdeal, "2 3", ""},
 	} {
 		s.line(lx, 62, lx+28, 62, e.color, e.dash, 2)
 		s.marker(e.marker, lx+14, 62, e.color)
@@ -93,16 +97,18 @@ func writeLatencyPlot(w io.Writer, p lbPlot) error {
 
 	// Throughput panel.
 	s.f(`<g id="panel-throughput">` + "\n")
-	s.logGridX(dom, x, tpTop, tpBottom)
+	s.logGridX(xDom, x, tpTop, tpBottom)
 	for _, v := range dom.ticks() {
 		y := yTP(v)
 		s.line(plotLeft, y, plotRight, y, "#dddddd", "", 1)
 		s.text(plotLeft-6, y+4, `text-anchor="end"`, thousands(v))
 	}
 	s.frame(tpTop, tpBottom)
-	s.f(`<g id="ideal">`)
-	s.line(x(dom.lo), yTP(dom.lo), x(dom.hi), yTP(dom.hi), colorIdeal, "2 3", 1.5)
-	s.f("</g>\n")
+	s.series("ideal", colorIdeal, "2 3", "", p.points, x, yTP,
+		func(pt lbPlotPoint) float64 { return pt.ideal },
+		func(pt lbPlotPoint) string {
+			return fmt.Sprintf("ideal, %d in flight: %s commands/s", pt.concurrency, thousands(pt.ideal))
+		})
 	// The bare loop first, so the worker's markers stay visible on top.
 	s.series("throughput-bare", colorBare, "6 3", "square", p.points, x, yTP,
 		func(pt lbPlotPoint) float64 { return pt.bare },
@@ -124,7 +130,7 @@ func writeLatencyPlot(w io.Writer, p lbPlot) error {
 			if pt.bare > 0 {
 				lo, hi = min(lo, pt.bare), max(hi, pt.bare)
 			}
-			s.label(x(pt.ideal), yTP(hi), yTP(lo), label)
+			s.label(x(float64(pt.concurrency)), yTP(hi), yTP(lo), label)
 		}
 	}
 	s.axisLabels("throughput", tpTop, tpBottom, "commands per second (log scale)")
@@ -138,7 +144,7 @@ func writeLatencyPlot(w io.Writer, p lbPlot) error {
 	step, top := niceScale(maxRSS)
 	yRSS := func(v float64) float64 { return rssBottom - v/top*(rssBottom-rssTop) }
 	s.f(`<g id="panel-rss">` + "\n")
-	s.logGridX(dom, x, rssTop, rssBottom)
+	s.logGridX(xDom, x, rssTop, rssBottom)
 	for v := 0.0; v <= top+step/2; v += step {
 		y := yRSS(v)
 		s.line(plotLeft, y, plotRight, y, "#dddddd", "", 1)
@@ -174,7 +180,7 @@ func writeLatencyPlot(w io.Writer, p lbPlot) error {
 }
 
 // xLabel is both panels' x-axis label.
-const xLabel = "concurrency ÷ delay: the ideal commands per second (log scale)"
+const xLabel = "fetches in flight (log scale)"
 
 // svg writes SVG elements and keeps the first write error.
 type svg struct {
@@ -257,7 +263,7 @@ func (s *svg) series(id, color, dash, marker string, pts []lbPlotPoint, x, y fun
 	var coords []string
 	for _, pt := range pts {
 		if v := val(pt); v > 0 {
-			coords = append(coords, fmt.Sprintf("%.1f,%.1f", x(pt.ideal), y(v)))
+			coords = append(coords, fmt.Sprintf("%.1f,%.1f", x(float64(pt.concurrency)), y(v)))
 		}
 	}
 	d := ""
@@ -273,7 +279,7 @@ func (s *svg) series(id, color, dash, marker string, pts []lbPlotPoint, x, y fun
 		var b strings.Builder
 		xml.EscapeText(&b, []byte(tip(pt)))
 		s.f(`<g><title>%s</title>`, b.String())
-		s.marker(marker, x(pt.ideal), y(v), color)
+		s.marker(marker, x(float64(pt.concurrency)), y(v), color)
 		s.f("</g>\n")
 	}
 	s.f("</g>\n")

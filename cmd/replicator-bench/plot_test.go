@@ -109,9 +109,9 @@ func TestWriteLatencyPlot(t *testing.T) {
 		}
 	}
 	for id, want := range map[string]string{
-		"x-label-throughput": "concurrency ÷ delay",
+		"x-label-throughput": "fetches in flight",
 		"y-label-throughput": "commands per second",
-		"x-label-rss":        "concurrency ÷ delay",
+		"x-label-rss":        "fetches in flight",
 		"y-label-rss":        "peak RSS (MiB)",
 	} {
 		if !strings.Contains(doc.idText[id], want) {
@@ -121,12 +121,13 @@ func TestWriteLatencyPlot(t *testing.T) {
 	for _, want := range []string{
 		samplePlot().title,
 		"one run <shared machine> & noisy", // escaped on the way out, whole on the way in
-		"worker", "bare loop", "ideal: y = x",
+		"worker", "bare loop", "ideal: concurrency ÷ delay",
 		"1024 in flight: worker 97%, bare 99%",
 		"peak RSS at 16 / 256 / 1024 in flight: worker 20 / 40 / 95 MiB; bare loop 12 / 25 / 60 MiB",
 		"worker, 1024 in flight: 1,990 commands/s, 97.2% of 2,048",
 		"bare loop, 16 in flight: peak RSS 12.0 MiB",
-		"10", "100", "1,000", "10,000", // the log ticks from 32 to 2,048
+		"10", "100", "1,000", "10,000", // the log ticks from 16 to 2,048
+		"ideal, 256 in flight: 512 commands/s",
 	} {
 		if !strings.Contains(doc.text, want) {
 			t.Errorf("text %q missing", want)

@@ -114,7 +114,7 @@ func (b *bench) politenessOnce(ctx context.Context, run, nWorkers int) (rows []p
 	if err := publish(ctx, b.client, cmds); err != nil {
 		return nil, err
 	}
-	env := b.workerEnv(resolveEnv(names), "REPLICATOR_MIN_HOST_INTERVAL_SECONDS="+strconv.FormatFloat(politeDefault.Seconds(), 'f', -1, 64))
+	env := b.workerEnv("REPLICATOR_MIN_HOST_INTERVAL_SECONDS=" + strconv.FormatFloat(politeDefault.Seconds(), 'f', -1, 64))
 	var ws workers
 	defer func() { ws.killAll() }()
 	for i := range nWorkers {

@@ -213,7 +213,7 @@ func (b *bench) throughputOnce(ctx context.Context, variant string, run, n, h, c
 		res.errors = sum.Errors
 		res.cpuWorker = sum.cpu
 	} else {
-		env := b.workerEnv(resolveEnv(hosts), "REPLICATOR_MIN_HOST_INTERVAL_SECONDS="+strconv.FormatFloat(b.o.interval.Seconds(), 'f', -1, 64))
+		env := b.workerEnv("REPLICATOR_MIN_HOST_INTERVAL_SECONDS=" + strconv.FormatFloat(b.o.interval.Seconds(), 'f', -1, 64))
 		count := 1
 		switch variant {
 		case "serial":

@@ -17,7 +17,9 @@ func splitList(s string) []string {
 // parseResolve parses REPLICATOR_RESOLVE (and fetch --resolve): comma- (or
 // space-) separated host=ip pairs. A host given more than once answers with
 // each address, in the order given; host names are lower-cased and lose a
-// trailing dot; an IPv6 address may be bracketed. An empty string gives an
+// trailing dot; an IPv6 address may be bracketed. A host "*.suffix" answers
+// for every name under suffix (a bench's thousands of hosts in one entry);
+// "*" anywhere else is refused. An empty string gives an
 // empty table. The error names the first bad item. The result has no
 // Fallback; set one to pass unknown names to another resolver.
 func parseResolve(s string) (hosts.Resolver, error) {
@@ -27,6 +29,9 @@ func parseResolve(s string) (hosts.Resolver, error) {
 		host = hosts.Name(host)
 		if !ok || host == "" {
 			return hosts.Resolver{}, fmt.Errorf("resolve entry %q: want host=ip", item)
+		}
+		if strings.Contains(strings.TrimPrefix(host, "*."), "*") || host == "*." {
+			return hosts.Resolver{}, fmt.Errorf("resolve entry %q: a wildcard is a leading \"*.\" before a domain", item)
 		}
 		if len(ip) >= 2 && ip[0] == '[' && ip[len(ip)-1] == ']' {
 			ip = ip[1 : len(ip)-1]

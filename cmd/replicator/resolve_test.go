@@ -63,6 +63,11 @@ func TestParseResolve(t *testing.T) {
 		{in: "a.test", wantErr: `resolve entry "a.test": want host=ip`},
 		{in: "=127.0.0.1", wantErr: `resolve entry "=127.0.0.1": want host=ip`},
 		{in: "a.test=nope", wantErr: `resolve entry "a.test=nope": "nope" is not an IP address`},
+		{in: "*.Bench.Test=127.0.0.1", want: map[string][]netip.Addr{"*.bench.test": {netip.MustParseAddr("127.0.0.1")}}},
+		{in: "*=127.0.0.1", wantErr: `resolve entry "*=127.0.0.1": a wildcard is a leading "*." before a domain`},
+		{in: "*.=127.0.0.1", wantErr: `resolve entry "*.=127.0.0.1": a wildcard is a leading "*." before a domain`},
+		{in: "a.*.test=127.0.0.1", wantErr: `resolve entry "a.*.test=127.0.0.1": a wildcard is a leading "*." before a domain`},
+		{in: "*.*.test=127.0.0.1", wantErr: `resolve entry "*.*.test=127.0.0.1": a wildcard is a leading "*." before a domain`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

@@ -18,7 +18,9 @@ import (
 // concurrent use.
 type Resolver struct {
 	// Table maps a lower-cased host name, without trailing dot, to its
-	// addresses in answer order.
+	// addresses in answer order. A key "*.suffix" answers for every name
+	// under suffix (not suffix itself) that has no entry of its own; the
+	// longest such suffix wins.
 	Table map[string][]netip.Addr
 	// Fallback answers names Table does not know; nil means such names fail
 	// with a not-found *net.DNSError, so a test never reaches real DNS.
@@ -32,7 +34,7 @@ func (r Resolver) LookupNetIP(ctx context.Context, network, host string) ([]neti
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	addrs, ok := r.Table[Name(host)]
+	addrs, ok := r.lookup(Name(host))
 	if !ok {
 		if r.Fallback != nil {
 			return r.Fallback.LookupNetIP(ctx, network, host)
@@ -52,6 +54,24 @@ func (r Resolver) LookupNetIP(ctx context.Context, network, host string) ([]neti
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 	}
 	return out, nil
+}
+
+// lookup finds name's entry: its own, else the wildcard of its nearest
+// parent domain.
+func (r Resolver) lookup(name string) ([]netip.Addr, bool) {
+	if addrs, ok := r.Table[name]; ok {
+		return addrs, true
+	}
+	for rest := name; ; {
+		_, parent, found := strings.Cut(rest, ".")
+		if !found || parent == "" {
+			return nil, false
+		}
+		if addrs, ok := r.Table["*."+parent]; ok {
+			return addrs, true
+		}
+		rest = parent
+	}
 }
 
 // Name is host as a Table key: lower-cased, without a trailing dot.
