@@ -322,6 +322,7 @@ func TestSettingDefaultsMatchTheLibraries(t *testing.T) {
 		{"REPLICATOR_MAX_BLOB_BYTES", c.MaxBlobBytes, int64(fetch.DefaultMaxBodyBytes)},
 		{"REPLICATOR_MAX_FETCH_SECONDS", c.MaxFetchTime, fetch.DefaultMaxFetchTime},
 		{"REPLICATOR_MIN_HOST_INTERVAL_SECONDS", c.MinHostInterval, policy.DefaultInterval},
+		{"REPLICATOR_CONCURRENCY", c.Concurrency, worker.DefaultConcurrency},
 	} {
 		if d.got != d.want {
 			t.Errorf("%s defaults to %v; the library's default is %v", d.name, d.got, d.want)

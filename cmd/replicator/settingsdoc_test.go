@@ -2,13 +2,22 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/policy/fleet"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/settings.md's generated section from the settings table (go generate)")
@@ -46,8 +55,25 @@ func TestSettingsDoc(t *testing.T) {
 		return
 	}
 	if want != doc {
-		t.Errorf("docs/settings.md is stale: run `go generate ./...` (-file +table):\n%s", cmp.Diff(strings.Split(doc, "\n"), strings.Split(want, "\n")))
+		t.Errorf("docs/settings.md is stale: run `go generate ./...`\n%s", firstDifference(doc, want))
 	}
+}
+
+// firstDifference shows the first line where the file and its regenerated
+// text part.
+func firstDifference(file, regenerated string) string {
+	a, b := strings.Split(file, "\n"), strings.Split(regenerated, "\n")
+	i := 0
+	for i < min(len(a), len(b)) && a[i] == b[i] {
+		i++
+	}
+	at := func(lines []string) string {
+		if i < len(lines) {
+			return lines[i]
+		}
+		return "(end of file)"
+	}
+	return fmt.Sprintf("line %d:\n  file:        %s\n  regenerated: %s", i+1, at(a), at(b))
 }
 
 // settingsTables renders the generated section: one table for the Python
@@ -151,6 +177,58 @@ func TestSettingsHelp(t *testing.T) {
 			if plain := strings.Join(strings.Fields(plainText(text)), " "); !strings.Contains(help, plain) {
 				t.Errorf("%s: the help lacks %q", s.name, plain)
 			}
+		}
+	}
+}
+
+// TestSettingsDocConstants holds the values in docs/settings.md's
+// "Constants that are not settings" to the constants in the code.
+func TestSettingsDocConstants(t *testing.T) {
+	secs := func(d time.Duration) string { return seconds2text(d) + " s" }
+	want := map[string]string{
+		"request headers per command":                              strconv.Itoa(guard.MaxHeaders),
+		"request header bytes per command":                         strconv.Itoa(guard.MaxHeaderBytes) + ", as `len(name) + len(value) + 4` each",
+		"redirects followed":                                       fmt.Sprintf("%d (%d requests)", fetch.DefaultMaxRedirects, fetch.DefaultMaxRedirects+1),
+		"per-operation timeout when a command gives none":          secs(guard.DefaultTimeout),
+		"escalation: first step, headroom above the floor, reset":  strings.Join([]string{secs(policy.EscalationFirstStep), secs(policy.EscalationHeadroom), secs(policy.EscalationReset)}, ", "),
+		"hosts a local pacer tracks before pruning":                fmt.Sprintf("at least %d", policy.DefaultMaxHosts),
+		"commands held per host, commands per host in the handler": fmt.Sprintf("%d, %d", worker.DefaultMaxHeldPerHost, worker.DefaultMaxActivePerHost),
+		"entry ids of commands left pending, to take back":         fmt.Sprintf("%d × `REPLICATOR_MAX_HELD`", worker.NotedPerHeld),
+		"drain margin at shutdown":                                 secs(worker.DrainMargin) + " after `REPLICATOR_MAX_FETCH_SECONDS`",
+		"passthrough header length, `detail` length":               fmt.Sprintf("%d characters, %d bytes", contentfetch.MaxPassthroughLength, envelope.MaxDetailLength),
+		"stream names, dedupe key prefix": "`" + strings.Join([]string{worker.DefaultStream, worker.DefaultFactsStream,
+			worker.DefaultDLQStream, fleet.DefaultPolicyStream, worker.DefaultDedupePrefix}, "`, `") + "`",
+		// internal/consume's fateTimeout is unexported: not checked here.
+		"bound on one command's fate writes": "",
+	}
+	b, err := os.ReadFile(settingsDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Constants that are not settings\n")
+	if !ok {
+		t.Fatal(`docs/settings.md has no section "Constants that are not settings"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	seen := map[string]bool{}
+	for line := range strings.SplitSeq(section, "\n") {
+		cells := strings.Split(strings.Trim(line, "|"), " | ")
+		if !strings.HasPrefix(line, "| ") || len(cells) != 3 || cells[0] == " Constant" {
+			continue
+		}
+		label, value := strings.TrimSpace(cells[0]), strings.TrimSpace(cells[1])
+		w, known := want[label]
+		switch {
+		case !known:
+			t.Errorf("row %q: add what its value should be to this test", label)
+		case w != "" && value != w:
+			t.Errorf("row %q says %q; the code says %q", label, value, w)
+		}
+		seen[label] = true
+	}
+	for label := range want {
+		if !seen[label] {
+			t.Errorf("no row %q", label)
 		}
 	}
 }
