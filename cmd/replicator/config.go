@@ -13,8 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replicator-go/replicator/contentfetch/worker"
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/loop"
+	"github.com/replicator-go/replicator/replicate"
 )
 
 // errSetting marks a REPLICATOR_* value the worker cannot start with. main
@@ -26,9 +29,6 @@ const (
 	backendLocal = "local"
 	backendGCS   = "gcs"
 )
-
-// defaultMaxFetchTime is REPLICATOR_MAX_FETCH_SECONDS's floor when unset.
-const defaultMaxFetchTime = 120 * time.Second
 
 // maxSettingSeconds bounds every seconds-valued setting: ten years, the
 // reference's ceiling on the blob TTL, and far inside what a time.Duration
@@ -87,14 +87,34 @@ type Config struct {
 	Warnings []string
 }
 
-// setting is one REPLICATOR_* variable: its default (as the text an operator
-// would write), what a blank value means, and how it is applied to a Config.
+// setting is one REPLICATOR_* variable. The table below is the one place a
+// setting's name, default, accepted values and meaning are written:
+// `replicator worker --help` prints it and docs/settings.md is generated from
+// it (go generate; TestSettingsDoc fails while the file is stale).
+//
+// Text fields are Markdown as docs/settings.md shows it: `code` spans and
+// links relative to docs/; --help prints them as plain text (settingtext.go).
 type setting struct {
-	name  string
-	def   string
-	blank blankMeaning
-	help  string
-	set   func(c *Config, v string) error
+	name string
+	// def is the default as an operator would write it: what an unset
+	// variable means (unless ifUnset says otherwise), and what the docs show
+	// unless shownDef is given. "" shows as "none".
+	def string
+	// shownDef is the default as the docs show it, for a default def cannot
+	// spell (one that depends on the host or on other settings).
+	shownDef string
+	// forms says which values are accepted.
+	forms string
+	// meaning says what the setting governs.
+	meaning string
+	// blank is what a set but empty value means; blankText says it for
+	// blankEmpty settings.
+	blank     blankMeaning
+	blankText string
+	// own marks the project's own settings; the others are the Python
+	// worker's, with its names, defaults and readings.
+	own bool
+	set func(c *Config, v string) error
 	// ifUnset, when set, is what an unset variable means instead of set(def):
 	// for a default that depends on other settings.
 	ifUnset func(c *Config)
@@ -105,34 +125,15 @@ type setting struct {
 // blankMeaning is what a variable that is set but empty (or only spaces),
 // as systemd's "VAR=" leaves it, means for one setting. The drop-in promise
 // decides it: an env file written for the reference must not behave
-// differently here. The reference's pydantic-settings passes the empty
-// string to the field as it is, so:
-//
-//   - numbers (every …_SECONDS, …_MS, byte count and count): "" does not
-//     parse, a validation error there, so a start-up error here too. The
-//     project's own numbers (REPLICATOR_MAX_FETCH_SECONDS,
-//     REPLICATOR_CONCURRENCY, REPLICATOR_MAX_HELD) follow the same rule.
-//   - REPLICATOR_BLOB_BACKEND: not one of its literals there; an error.
-//   - REPLICATOR_REDIS_URL and REPLICATOR_CONSUMER_START_ID: accepted as
-//     strings there but the boot fails (no URL scheme; XGROUP CREATE refuses
-//     the id); an error here, before anything is opened.
-//   - REPLICATOR_CONSUMER_GROUP and REPLICATOR_CONSUMER_NAME: there the
-//     empty string becomes the group's or consumer's name. This worker
-//     cannot join under an empty name (the fetch package reads "" as its
-//     default), and quietly using replicator.fetch or replicator@<host>
-//     instead would split a fleet or orphan pending entries, so it is an
-//     error that asks for a real name.
-//   - REPLICATOR_BLOB_DIR: a Path there, and Path("") is ".", the working
-//     directory; the same here.
-//   - REPLICATOR_BLOB_PREFIX: the empty prefix there, blobs at the bucket
-//     root; the same here.
-//   - REPLICATOR_BLOB_BUCKET: the empty string, which is also its default.
-//   - REPLICATOR_LOG_LEVEL: the reference maps an unknown or empty name to
-//     INFO, the default; the same here (an unknown one with a warning).
-//   - the project's REPLICATOR_ALLOW_CIDRS, REPLICATOR_METRICS_ADDR and
-//     REPLICATOR_RESOLVE: empty is their documented "none" or "off".
-//
-// A value of spaces only counts as blank: values are trimmed, as before.
+// differently here. The reference's pydantic-settings hands the empty
+// string to the field as it is: a number, a Literal, a URL or a stream id
+// refuses it or fails the boot there, so it is refused here; a Path is "."
+// and a string is itself, which blankEmpty settings reproduce; the log
+// level maps it to INFO, the default. An empty group or consumer name, which
+// the reference would join under, is refused: this worker cannot join under
+// "" (the fetch package reads it as its default), and quietly using the
+// default would split a fleet or orphan pending entries. The project's own
+// list and address settings read it as none, their default.
 type blankMeaning int
 
 const (
@@ -150,11 +151,28 @@ const (
 // setting.
 var errBlank = errors.New("empty: give a value, or unset the variable for its default")
 
-// settings lists every variable the worker reads, in the order of docs/settings.md's
-// section 9. It is also what `replicator worker --help` prints.
+// Accepted forms shared by several settings. Number forms are pydantic's
+// (docs/settings.md, Reading the environment).
+const (
+	formSeconds      = "seconds > 0"
+	formWholeSeconds = "whole seconds > 0"
+	formMillis       = "whole milliseconds > 0"
+	formBytes        = "bytes > 0"
+	formCount        = "a whole number from 1 to 2147483647"
+	formAtLeastOne   = "a whole number; 0 or less means 1"
+	// The local backend's settings are only parsed with gcs, as there.
+	formLocalOnly = " (with `gcs`: any number, unused)"
+)
+
+// settings lists every variable the worker reads, the Python worker's in
+// its order and then the project's own. To add one, add an entry here and
+// run `go generate ./...` to rewrite docs/settings.md.
+//
+//go:generate go test -run TestSettingsDoc . -update
 var settings = []setting{
-	{name: "REPLICATOR_REDIS_URL", def: "redis://localhost:6379/0", secret: true,
-		help: "Redis URL, read as redis-py reads it (db, ssl_cert_reqs, ssl_ca_certs, ssl_certfile, ssl_keyfile, …); extra cluster seeds as ?addr=host:port",
+	{name: "REPLICATOR_REDIS_URL", def: defaultRedisURL, secret: true,
+		forms:   "a `redis://`, `rediss://` or `unix://` URL",
+		meaning: "the Redis to use, read as redis-py reads it: every query parameter is honoured or refused by name, and a Redis Cluster's further seeds are given as `?addr=host:port` ([the forms](#replicator_redis_url)). Logged with the password redacted",
 		set: func(c *Config, v string) error {
 			t, err := parseRedisURL(v)
 			if err != nil {
@@ -167,7 +185,8 @@ var settings = []setting{
 			return nil
 		}},
 	{name: "REPLICATOR_BLOB_BACKEND", def: backendLocal,
-		help: "where blobs are stored: local or gcs",
+		forms:   "`" + backendLocal + "` or `" + backendGCS + "`",
+		meaning: "where bodies are stored ([storage.md](storage.md))",
 		set: func(c *Config, v string) error {
 			if v != backendLocal && v != backendGCS {
 				return errors.New("want local or gcs")
@@ -175,8 +194,9 @@ var settings = []setting{
 			c.BlobBackend = v
 			return nil
 		}},
-	{name: "REPLICATOR_BLOB_DIR", def: "blobs", blank: blankEmpty,
-		help: "local backend: root of the blob tree (empty: the working directory)",
+	{name: "REPLICATOR_BLOB_DIR", def: "blobs", blank: blankEmpty, blankText: "the working directory",
+		forms:   "a directory",
+		meaning: "local: root of the blob tree, relative to the working directory",
 		set: func(c *Config, v string) error {
 			if v == "" {
 				v = "." // the reference's Path("")
@@ -185,45 +205,57 @@ var settings = []setting{
 			return nil
 		}},
 	{name: "REPLICATOR_BLOB_BUCKET", def: "", blank: blankDefault,
-		help: "gcs backend: bucket (required with gcs)",
-		set:  func(c *Config, v string) error { c.BlobBucket = v; return nil }},
-	{name: "REPLICATOR_BLOB_PREFIX", def: "blobs", blank: blankEmpty,
-		help: "gcs backend: object name prefix (slashes at either end are dropped; empty: the bucket root)",
-		set:  func(c *Config, v string) error { c.BlobPrefix = strings.Trim(v, "/"); return nil }},
+		forms:   "a bucket name",
+		meaning: "gcs: the bucket; required with `gcs`",
+		set:     func(c *Config, v string) error { c.BlobBucket = v; return nil }},
+	{name: "REPLICATOR_BLOB_PREFIX", def: "blobs", blank: blankEmpty, blankText: "the bucket root",
+		forms:   "an object name prefix; slashes at either end are dropped",
+		meaning: "gcs: where the blobs' object names start",
+		set:     func(c *Config, v string) error { c.BlobPrefix = strings.Trim(v, "/"); return nil }},
 	{name: "REPLICATOR_BLOB_TIMEOUT_SECONDS", def: "30",
-		help: "gcs backend: per-operation timeout",
-		set:  seconds(func(c *Config) *time.Duration { return &c.BlobTimeout }, false)},
+		forms:   formSeconds,
+		meaning: "gcs: bound on each storage operation",
+		set:     seconds(func(c *Config) *time.Duration { return &c.BlobTimeout }, false)},
 	{name: "REPLICATOR_BLOB_TTL_SECONDS", def: "604800",
-		help: "how long a blob survives after its last reference (at most ten years)",
-		set:  seconds(func(c *Config) *time.Duration { return &c.BlobTTL }, false)},
+		forms:   formSeconds,
+		meaning: "retention after a blob's last reference: the local sweep reaps at it; on gcs it sets the announced `blob_expires_at` (the bucket's lifecycle rule reaps)",
+		set:     seconds(func(c *Config) *time.Duration { return &c.BlobTTL }, false)},
 	{name: "REPLICATOR_BLOB_SWEEP_INTERVAL_SECONDS", def: "900",
-		help: "local backend: how often the sweep runs",
-		set:  localOnly(pyFloatOnly, seconds(func(c *Config) *time.Duration { return &c.BlobSweepInterval }, false))},
+		forms:   formSeconds + formLocalOnly,
+		meaning: "local: how often the sweep runs",
+		set:     localOnly(pyFloatOnly, seconds(func(c *Config) *time.Duration { return &c.BlobSweepInterval }, false))},
 	{name: "REPLICATOR_BLOB_TEMP_GRACE_SECONDS", def: "3600",
-		help: "local backend: age at which a temp file is debris",
-		set:  localOnly(pyFloatOnly, seconds(func(c *Config) *time.Duration { return &c.BlobTempGrace }, false))},
+		forms:   formSeconds + formLocalOnly,
+		meaning: "local: age at which a leftover temp file is removed",
+		set:     localOnly(pyFloatOnly, seconds(func(c *Config) *time.Duration { return &c.BlobTempGrace }, false))},
 	{name: "REPLICATOR_BLOB_MAX_TOTAL_BYTES", def: "2147483648",
-		help: "local backend: bytes held at which fetching pauses",
-		set:  localOnly(pyIntOnly, positiveInt64(func(c *Config) *int64 { return &c.BlobMaxTotalBytes }))},
+		forms:   formBytes + formLocalOnly,
+		meaning: "local: bytes held, stores in progress included, at which new fetches park until a sweep frees space (so do they while the disk has less than 1 MiB free: [storage.md, local](storage.md#local)); the tree is measured (the first sweep) before the first command is read",
+		set:     localOnly(pyIntOnly, positiveInt64(func(c *Config) *int64 { return &c.BlobMaxTotalBytes }))},
 	{name: "REPLICATOR_CONSUMER_GROUP", def: "replicator.fetch",
-		help: "consumer group on content.fetch",
-		set:  func(c *Config, v string) error { c.ConsumerGroup = v; return nil }},
+		forms:   "a group name",
+		meaning: "consumer group on `content.fetch`",
+		set:     func(c *Config, v string) error { c.ConsumerGroup = v; return nil }},
 	{name: "REPLICATOR_REPLICATE_CONSUMER_GROUP", def: "replicator.replicate",
-		help: "consumer group on content.replicate",
-		set:  func(c *Config, v string) error { c.ReplicateConsumerGroup = v; return nil }},
+		forms:   "a group name",
+		meaning: "consumer group on `content.replicate` ([replicate.md](replicate.md))",
+		set:     func(c *Config, v string) error { c.ReplicateConsumerGroup = v; return nil }},
 	{name: "REPLICATOR_REPLICATION_ALIASES_FILE", def: "", blank: blankDefault,
-		help: "JSON file of the stores content.replicate may write (unset: none; see docs/replicate.md)",
-		set:  func(c *Config, v string) error { c.ReplicationAliasesFile = v; return nil }},
+		forms:   "a file",
+		meaning: "JSON file of the stores `content.replicate` may write ([replicate.md, The alias file](replicate.md#the-alias-file)); none provisions nothing",
+		set:     func(c *Config, v string) error { c.ReplicationAliasesFile = v; return nil }},
 	{name: "REPLICATOR_REPLICATE_WRITE_TIMEOUT_SECONDS", def: "120",
-		help: "bound on one content.replicate write, whole seconds",
+		forms:   formWholeSeconds,
+		meaning: "bound on one `content.replicate` write ([replicate.md, The write](replicate.md#the-write))",
 		set: func(c *Config, v string) error {
 			if err := pyIntOnly(v); err != nil {
 				return err
 			}
 			return seconds(func(c *Config) *time.Duration { return &c.ReplicateWriteTimeout }, false)(c, v)
 		}},
-	{name: "REPLICATOR_CONSUMER_NAME", def: "",
-		help: "this worker's name in the group (default replicator@<hostname>)",
+	{name: "REPLICATOR_CONSUMER_NAME", def: "", shownDef: "`replicator@<hostname>`",
+		forms:   "a consumer name",
+		meaning: "this worker's name in the group; must be unique per running worker (the default is unique per host, not per process)",
 		set: func(c *Config, v string) error {
 			if v == "" { // only when unset: a blank value is refused
 				v = defaultConsumerName()
@@ -232,7 +264,8 @@ var settings = []setting{
 			return nil
 		}},
 	{name: "REPLICATOR_CONSUMER_START_ID", def: "$",
-		help: "where a newly created group starts: $, 0 or a stream id",
+		forms:   "`$`, `0` or a stream id such as `1700000000000-0`",
+		meaning: "where the group starts when a worker process creates it (`$`: new commands only; `0`: the whole backlog). A group that vanishes later (Redis restarted empty) is recreated where the worker left off ([streams.md, Group](streams.md#group))",
 		set: func(c *Config, v string) error {
 			if v != "$" && !streamID.MatchString(v) {
 				return errors.New("want $, 0 or a stream id like 1700000000000-0")
@@ -241,25 +274,33 @@ var settings = []setting{
 			return nil
 		}},
 	{name: "REPLICATOR_READ_BLOCK_MS", def: "5000",
-		help: "how long a read blocks; also the longest pacing wait slept through",
-		set:  millis(func(c *Config) *time.Duration { return &c.ReadBlock })},
+		forms:   formMillis,
+		meaning: "how long one read blocks; also the longest politeness wait slept through (a longer one parks the command), and how long a command parked for want of blob storage room waits before it is asked about again",
+		set:     millis(func(c *Config) *time.Duration { return &c.ReadBlock })},
 	{name: "REPLICATOR_CLAIM_MIN_IDLE_MS", def: "60000",
-		help: "idle time before a pending entry is reclaimed (the retry cadence)",
-		set:  millis(func(c *Config) *time.Duration { return &c.ClaimMinIdle })},
+		forms:   formMillis,
+		meaning: "idle time before a pending entry is reclaimed: the retry cadence of transient failures",
+		set:     millis(func(c *Config) *time.Duration { return &c.ClaimMinIdle })},
 	{name: "REPLICATOR_MAX_DELIVERY_ATTEMPTS", def: "5",
-		help: "deliveries of an unclassified failure before it is dead-lettered (0 or less: 1)",
-		set:  atLeastOne(func(c *Config) *int { return &c.MaxDeliveryAttempts })},
+		forms:   formAtLeastOne,
+		meaning: "deliveries of an unclassified failure (a bug, a store refused for good) before `handler_error` and the dead letter; transient outcomes and deliveries left pending unhandled do not count",
+		set:     atLeastOne(func(c *Config) *int { return &c.MaxDeliveryAttempts })},
 	{name: "REPLICATOR_ERROR_BACKOFF_BASE_SECONDS", def: "1",
-		help: "first backoff after a failed cycle",
-		set:  seconds(func(c *Config) *time.Duration { return &c.ErrorBackoffBase }, false)},
+		forms:   formSeconds,
+		meaning: "first back-off after a failed cycle (Redis trouble); each further failed cycle in a row doubles it, up to `REPLICATOR_ERROR_BACKOFF_MAX_SECONDS`",
+		set:     seconds(func(c *Config) *time.Duration { return &c.ErrorBackoffBase }, false)},
 	{name: "REPLICATOR_ERROR_BACKOFF_MAX_SECONDS", def: "30",
-		help: "longest backoff after failed cycles (below the base: the base)",
-		set:  seconds(func(c *Config) *time.Duration { return &c.ErrorBackoffMax }, false)},
+		forms:   formSeconds,
+		meaning: "longest back-off; below the base, the base is used throughout, with a warning at start-up",
+		set:     seconds(func(c *Config) *time.Duration { return &c.ErrorBackoffMax }, false)},
 	{name: "REPLICATOR_MAX_CONSECUTIVE_CYCLE_FAILURES", def: "20",
-		help: "failed cycles in a row before the worker exits non-zero (0 or less: 1)",
-		set:  atLeastOne(func(c *Config) *int { return &c.MaxConsecutiveCycleFailures })},
+		forms: formAtLeastOne,
+		meaning: "sets the outage limit: the worker exits 1 for its supervisor once Redis has kept failing for the back-offs between this many failed cycles in a row (" +
+			seconds2text(loop.Config{}.OutageLimit()) + " s at the defaults), however long each attempt waits; logged at start-up as `outage_limit_seconds` ([streams.md, Broker trouble](streams.md#broker-trouble))",
+		set: atLeastOne(func(c *Config) *int { return &c.MaxConsecutiveCycleFailures })},
 	{name: "REPLICATOR_DEDUPE_TTL_SECONDS", def: "86400",
-		help: "lifetime of a command's dedupe key",
+		forms:   formWholeSeconds,
+		meaning: "lifetime of a handled command's dedupe key, `" + worker.DefaultDedupePrefix + "<command_id>` or `" + replicate.DefaultDedupePrefix + "<command_id>`",
 		set: func(c *Config, v string) error {
 			var n int64
 			if err := positiveInt64(func(*Config) *int64 { return &n })(c, v); err != nil {
@@ -272,18 +313,16 @@ var settings = []setting{
 			return nil
 		}},
 	{name: "REPLICATOR_MAX_BLOB_BYTES", def: "67108864",
-		help: "largest body stored",
-		set:  positiveInt64(func(c *Config) *int64 { return &c.MaxBlobBytes })},
+		forms:   formBytes,
+		meaning: "largest body stored, counted after its content codings are removed; larger is `too_large`",
+		set:     positiveInt64(func(c *Config) *int64 { return &c.MaxBlobBytes })},
 	{name: "REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS", def: "120",
-		help: "largest timeout_seconds a command may ask for",
-		set:  seconds(func(c *Config) *time.Duration { return &c.MaxFetchTimeout }, false)},
-	{name: "REPLICATOR_MAX_FETCH_SECONDS", def: "120",
-		help: "bound on a whole fetch, all hops included (unset: the larger of 120 and REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS; set, not below it)",
-		set:  seconds(func(c *Config) *time.Duration { return &c.MaxFetchTime }, false),
-		// Zero until the pairings: then the larger of 120 s and the ceiling.
-		ifUnset: func(c *Config) { c.MaxFetchTime = 0 }},
+		forms:   formSeconds,
+		meaning: "largest `timeout_seconds` a command may ask for; larger is `invalid_request_options`",
+		set:     seconds(func(c *Config) *time.Duration { return &c.MaxFetchTimeout }, false)},
 	{name: "REPLICATOR_MIN_HOST_INTERVAL_SECONDS", def: "1.0",
-		help: "spacing for hosts without a published policy (0 to 3600)",
+		forms:   "seconds from 0 to 3600",
+		meaning: "spacing between requests to a host without a published policy; `0` is no spacing ([politeness.md](politeness.md))",
 		set: func(c *Config, v string) error {
 			if err := seconds(func(c *Config) *time.Duration { return &c.MinHostInterval }, true)(c, v); err != nil {
 				return err
@@ -294,7 +333,8 @@ var settings = []setting{
 			return nil
 		}},
 	{name: "REPLICATOR_LOG_LEVEL", def: "INFO", blank: blankDefault,
-		help: "DEBUG, INFO, WARNING, ERROR or CRITICAL (also WARN, FATAL, NOTSET; anything else: INFO)",
+		forms:   "`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`, in any case; also `WARN`, `FATAL` and `NOTSET` (everything)",
+		meaning: "the least severe log line written; any other name logs at `INFO`, with a warning, as the Python worker does",
 		set: func(c *Config, v string) error {
 			l, ok := logLevels[strings.ToUpper(v)]
 			if !ok {
@@ -306,11 +346,24 @@ var settings = []setting{
 			c.LogLevel = l
 			return nil
 		}},
-	{name: "REPLICATOR_CONCURRENCY", def: "16",
-		help: "commands handled at once",
-		set:  positiveInt(func(c *Config) *int { return &c.Concurrency })},
-	{name: "REPLICATOR_MAX_HELD", def: "",
-		help: "commands held in memory at once (waiting, parked or in flight)",
+
+	// The project's own.
+	{name: "REPLICATOR_MAX_FETCH_SECONDS", own: true,
+		shownDef: "`" + seconds2text(fetch.DefaultMaxFetchTime) + "`, or `REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS` if larger",
+		forms:    formSeconds + ", not below `REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS`",
+		meaning:  "bound on a whole fetch, all hops and pacing included; a fetch past it is transient. Also the lease of a pacing hold, and with a margin it sizes the shutdown drain ([below](#replicator_max_fetch_seconds))",
+		set:      seconds(func(c *Config) *time.Duration { return &c.MaxFetchTime }, false),
+		// Zero until the pairings: then the larger of the default and the
+		// ceiling.
+		ifUnset: func(c *Config) { c.MaxFetchTime = 0 }},
+	{name: "REPLICATOR_CONCURRENCY", def: "16", own: true,
+		forms:   formCount,
+		meaning: "requests in flight at once",
+		set:     positiveInt(func(c *Config) *int { return &c.Concurrency })},
+	{name: "REPLICATOR_MAX_HELD", def: "", own: true,
+		shownDef: strconv.Itoa(worker.DefaultHeldPerRequest) + " × `REPLICATOR_CONCURRENCY`",
+		forms:    formCount,
+		meaning:  "commands held in memory at once (waiting, parked or being handled). When full, the worker reads on only while some held commands wait for their host's window; those give their places to other hosts' commands, stay pending and are taken back once there is room ([politeness.md, Spending a wait](politeness.md#spending-a-wait)). `1` with a concurrency of 1 is the one-at-a-time design of the Python worker",
 		set: func(c *Config, v string) error {
 			if v == "" { // only when unset: a blank value is refused
 				c.MaxHeld = 0
@@ -318,8 +371,9 @@ var settings = []setting{
 			}
 			return positiveInt(func(c *Config) *int { return &c.MaxHeld })(c, v)
 		}},
-	{name: "REPLICATOR_ALLOW_CIDRS", def: "", blank: blankDefault,
-		help: "CIDRs the destination guard lets through (private origins, tests)",
+	{name: "REPLICATOR_ALLOW_CIDRS", def: "", blank: blankDefault, own: true,
+		forms:   "CIDR prefixes or addresses, comma- or space-separated",
+		meaning: "what the destination guard lets through (private origins, tests); nothing else loosens it ([security.md, Allowing private origins](security.md#allowing-private-origins))",
 		set: func(c *Config, v string) error {
 			p, err := parseCIDRs(v)
 			if err != nil {
@@ -328,8 +382,9 @@ var settings = []setting{
 			c.AllowCIDRs = p
 			return nil
 		}},
-	{name: "REPLICATOR_METRICS_ADDR", def: "", blank: blankDefault,
-		help: "host:port serving /metrics and /healthz (empty: off)",
+	{name: "REPLICATOR_METRICS_ADDR", def: "", blank: blankDefault, own: true,
+		forms:   "`host:port`",
+		meaning: "where `/metrics` and `/healthz` are served; none is off",
 		set: func(c *Config, v string) error {
 			if v == "" {
 				c.MetricsAddr = ""
@@ -345,8 +400,9 @@ var settings = []setting{
 			c.MetricsAddr = v
 			return nil
 		}},
-	{name: "REPLICATOR_RESOLVE", def: "", blank: blankDefault,
-		help: "test/dev only: host=ip pairs answering DNS (the guard still judges them)",
+	{name: "REPLICATOR_RESOLVE", def: "", blank: blankDefault, own: true,
+		forms:   "`host=ip` pairs, comma- or space-separated",
+		meaning: "test and development only: answers DNS for those hosts, like curl's `--resolve`; a host repeated answers with several addresses. The guard still judges every address, and the worker warns at start-up",
 		set: func(c *Config, v string) error {
 			if _, err := parseResolve(v); err != nil {
 				return err
@@ -415,7 +471,7 @@ func loadConfig(lookup func(string) (string, bool)) (Config, error) {
 		errs = append(errs, fmt.Errorf("%w: REPLICATOR_BLOB_BACKEND=gcs needs REPLICATOR_BLOB_BUCKET", errSetting))
 	}
 	if c.MaxFetchTime == 0 { // unset: it follows the timeout ceiling
-		c.MaxFetchTime = max(defaultMaxFetchTime, c.MaxFetchTimeout)
+		c.MaxFetchTime = max(fetch.DefaultMaxFetchTime, c.MaxFetchTimeout)
 	}
 	if c.MaxFetchTime < c.MaxFetchTimeout {
 		errs = append(errs, fmt.Errorf("%w: REPLICATOR_MAX_FETCH_SECONDS=%q is below REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS=%q",

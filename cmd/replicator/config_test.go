@@ -10,6 +10,15 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/loop"
+	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/replicate"
+	"github.com/replicator-go/replicator/sink/gcs"
+	"github.com/replicator-go/replicator/sink/local"
 )
 
 func TestLoadConfigEverySetting(t *testing.T) {
@@ -282,3 +291,41 @@ func env(vars map[string]string) func(string) (string, bool) {
 var refused = struct{ refused bool }{true}
 
 var cmpPrefixes = cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })
+
+// TestSettingDefaultsMatchTheLibraries: a setting's default is what the
+// package it configures does when left zero, so a worker with nothing set
+// and a library user with nothing set behave alike, and the texts derived
+// from library defaults (the outage limit in docs/settings.md) hold.
+func TestSettingDefaultsMatchTheLibraries(t *testing.T) {
+	c, err := loadConfig(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := loop.Config{}.WithDefaults()
+	got := c.loop(nil, nil)
+	got.Consumer, got.Logger = lib.Consumer, lib.Logger
+	if diff := cmp.Diff(lib, got, cmpopts.IgnoreFields(loop.Config{}, "Logger", "Registerer")); diff != "" {
+		t.Errorf("loop.Config from the defaults (-library +settings):\n%s", diff)
+	}
+	for _, d := range []struct {
+		name      string
+		got, want any
+	}{
+		{"REPLICATOR_BLOB_TIMEOUT_SECONDS", c.BlobTimeout, gcs.DefaultTimeout},
+		{"REPLICATOR_BLOB_TTL_SECONDS", c.BlobTTL, local.DefaultTTL},
+		{"REPLICATOR_BLOB_SWEEP_INTERVAL_SECONDS", c.BlobSweepInterval, local.DefaultSweepInterval},
+		{"REPLICATOR_BLOB_TEMP_GRACE_SECONDS", c.BlobTempGrace, local.DefaultTempGrace},
+		{"REPLICATOR_BLOB_MAX_TOTAL_BYTES", c.BlobMaxTotalBytes, int64(local.DefaultMaxTotalBytes)},
+		{"REPLICATOR_CONSUMER_GROUP", c.ConsumerGroup, worker.DefaultGroup},
+		{"REPLICATOR_REPLICATE_CONSUMER_GROUP", c.ReplicateConsumerGroup, replicate.DefaultGroup},
+		{"REPLICATOR_REPLICATE_WRITE_TIMEOUT_SECONDS", c.ReplicateWriteTimeout, replicate.DefaultWriteTimeout},
+		{"REPLICATOR_MAX_BLOB_BYTES", c.MaxBlobBytes, int64(fetch.DefaultMaxBodyBytes)},
+		{"REPLICATOR_MAX_FETCH_SECONDS", c.MaxFetchTime, fetch.DefaultMaxFetchTime},
+		{"REPLICATOR_MIN_HOST_INTERVAL_SECONDS", c.MinHostInterval, policy.DefaultInterval},
+		{"REPLICATOR_CONCURRENCY", c.Concurrency, worker.DefaultConcurrency},
+	} {
+		if d.got != d.want {
+			t.Errorf("%s defaults to %v; the library's default is %v", d.name, d.got, d.want)
+		}
+	}
+}

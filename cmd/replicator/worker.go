@@ -44,17 +44,14 @@ command is read; with the local backend the blob tree is measured (the
 first sweep) before then too, so REPLICATOR_BLOB_MAX_TOTAL_BYTES holds from
 the first command.
 
-Settings come from the environment; an unset variable takes its default. A
-blank one (VAR=) is refused for numbers and for most names, as it is by the
-reference; REPLICATOR_BLOB_DIR= is the working directory,
-REPLICATOR_BLOB_PREFIX= the bucket root, and REPLICATOR_LOG_LEVEL=,
-REPLICATOR_BLOB_BUCKET=, REPLICATOR_ALLOW_CIDRS=, REPLICATOR_METRICS_ADDR=
-and REPLICATOR_RESOLVE= take their defaults. Any invalid value stops the
-start (exit 2) naming the variable. Logs are JSON on stderr. SIGTERM or
-SIGINT stops reading, lets in-flight fetches finish and exits 0; a broker
-that keeps failing for the outage limit (the back-offs of
-REPLICATOR_MAX_CONSECUTIVE_CYCLE_FAILURES failed cycles, logged at start-up)
-makes it exit 1 so a supervisor restarts it.`
+Settings come from the environment, read as the Python worker reads them:
+an unset variable takes its default, a blank one (VAR=) means what each
+setting below says, and any invalid value stops the start (exit 2) naming
+the variable. Logs are JSON on stderr. SIGTERM or SIGINT stops reading, lets
+in-flight fetches finish and exits 0; a broker that keeps failing for the
+outage limit (the back-offs of REPLICATOR_MAX_CONSECUTIVE_CYCLE_FAILURES
+failed cycles, logged at start-up) makes it exit 1 so a supervisor restarts
+it.`
 
 // healthTimeout bounds the Redis PING behind /healthz.
 const healthTimeout = time.Second
@@ -62,20 +59,8 @@ const healthTimeout = time.Second
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("worker", "worker", workerDescription, stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: replicator worker\n\n%s\n\nSettings:\n", workerDescription)
-		for _, s := range settings {
-			def := s.def
-			if def == "" {
-				def = `""`
-			}
-			switch s.name {
-			case "REPLICATOR_CONSUMER_NAME":
-				def = "replicator@<hostname>"
-			case "REPLICATOR_MAX_HELD":
-				def = fmt.Sprintf("%d × REPLICATOR_CONCURRENCY", worker.DefaultHeldPerRequest)
-			}
-			fmt.Fprintf(stderr, "  %s (default %s)\n      %s\n", s.name, def, s.help)
-		}
+		fmt.Fprintf(stderr, "Usage: replicator worker\n\n%s\n\nSettings (docs/settings.md):\n", workerDescription)
+		writeSettingsHelp(stderr)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
