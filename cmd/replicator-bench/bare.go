@@ -79,19 +79,8 @@ func bareLoop(redisURL, originAddr string, n, conc int) (*bareSummary, error) {
 		return nil, err
 	}
 	defer client.Close()
-	// The worker's pool shape; every host name dials the one origin.
-	var d net.Dialer
-	transport := &http.Transport{
-		Proxy: nil,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, network, originAddr)
-		},
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 4,
-		IdleConnTimeout:     90 * time.Second,
-	}
-	defer transport.CloseIdleConnections()
-	httpc := &http.Client{Transport: transport, Timeout: 30 * time.Second}
+	httpc := loopbackClient(originAddr)
+	defer httpc.CloseIdleConnections()
 
 	type job struct {
 		id  string
@@ -208,4 +197,20 @@ func get(ctx context.Context, c *http.Client, u string) error {
 		return fmt.Errorf("status %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// loopbackClient is an HTTP client with the worker's pool shape whose
+// every host name dials originAddr: the bare and naive loops' client.
+func loopbackClient(originAddr string) *http.Client {
+	var d net.Dialer
+	transport := &http.Transport{
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, originAddr)
+		},
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &http.Client{Transport: transport, Timeout: 30 * time.Second}
 }

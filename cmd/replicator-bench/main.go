@@ -46,11 +46,14 @@ type mode struct {
 
 func modes() []mode {
 	return []mode{
-		{"throughput", "commands/s of the serial worker (REPLICATOR_CONCURRENCY=1, REPLICATOR_MAX_HELD=1),\n" +
-			"the worker at its default concurrency, 3 workers, and a bare loop (read, GET, ack)\n" +
-			"as the ceiling, in one run; -commands (20000) over -hosts (1000), -body-size (1024),\n" +
-			"spacing 0; ratios default/serial and default/bare, and CPU per command (bar: the\n" +
-			"default worker ≤ 100µs)", runThroughput},
+		{"throughput", "commands/s and CPU per command, in one run: the serial worker\n" +
+			"(REPLICATOR_CONCURRENCY=1, REPLICATOR_MAX_HELD=1), the worker at its default\n" +
+			"concurrency, 3 workers, the naive loop (the same work written the plain way:\n" +
+			"XREADGROUP one command, dedupe GET, net/http GET, body to a temp file hashed with\n" +
+			"sha256 and renamed under its sha256, XADD fact, SET dedupe key, XACK; as many\n" +
+			"commands in flight as the worker) and the bare loop (read, GET, ack: the ceiling);\n" +
+			"-commands (20000) over -hosts (1000), -body-size (1024), spacing 0; bars: default\n" +
+			fmt.Sprintf("≥ 5× serial, ≥ %.2f× naive, ≥ 60%% of bare, CPU per command ≤ %s", minOverNaive, maxCPUPerCommand), runThroughput},
 		{"latency-bound", "an origin answering every request -delay (500ms; with -rate, concurrency ÷ rate when longer)\n" +
 			"after it arrived, -hosts (1000 or as many as fetches in flight),\n" +
 			"spacing 0: the worker and the bare loop at each REPLICATOR_CONCURRENCY of -sweep\n" +
@@ -118,10 +121,13 @@ type options struct {
 
 func main() {
 	// The bench re-executes itself for the parts that must not share its
-	// memory: the bare loop and the fake GCS server.
+	// memory: the bare and naive loops and the fake GCS server.
 	testenv.ServeGCSChild()
 	if os.Getenv(bareChildEnv) != "" {
 		os.Exit(bareChild(os.Stdout, os.Stderr))
+	}
+	if os.Getenv(naiveChildEnv) != "" {
+		os.Exit(naiveChild(os.Stdout, os.Stderr))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -144,8 +150,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.sameBody, "same-body", false, "throughput: every URL answers the same bytes, so every command stores one blob again (a page fetched again unchanged)")
 	fs.IntVar(&o.samples, "samples", 0, "latency: commands measured one at a time (default 200); fairness: probes (default 5)")
 	fs.IntVar(&o.kills, "kills", 10, "crash: kill -9 of a random worker, at least this many")
-	fs.IntVar(&o.concurrency, "concurrency", 0, "REPLICATOR_CONCURRENCY of the non-serial workers and GETs in flight in the bare loop (default the worker's, 16); latency-bound: a sweep of this one point unless -sweep")
-	fs.StringVar(&o.only, "only", "", "throughput: comma-separated subset of serial,default,fleet,bare")
+	fs.IntVar(&o.concurrency, "concurrency", 0, "REPLICATOR_CONCURRENCY of the non-serial workers and commands in flight in the naive and bare loops (default the worker's, 16); latency-bound: a sweep of this one point unless -sweep")
+	fs.StringVar(&o.only, "only", "", "throughput: comma-separated subset of "+strings.Join(throughputVariants, ","))
 	fs.DurationVar(&o.interval, "interval", 0, "throughput: spacing of every host (REPLICATOR_MIN_HOST_INTERVAL_SECONDS); the bars use 0")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "bound on one run of one mode")
 	fs.BoolVar(&o.verbose, "v", false, "progress lines on stderr")
@@ -211,7 +217,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.only != "" {
 		for v := range strings.SplitSeq(o.only, ",") {
 			if !validVariant(v) {
-				fmt.Fprintf(stderr, "replicator-bench: -only: unknown variant %q (want serial, default, fleet or bare)\n", v)
+				fmt.Fprintf(stderr, "replicator-bench: -only: unknown variant %q (want one of %s)\n", v, strings.Join(throughputVariants, ", "))
 				return 2
 			}
 		}

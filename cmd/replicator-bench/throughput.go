@@ -20,7 +20,7 @@ import (
 )
 
 // The throughput variants, in the order they run.
-var throughputVariants = []string{"serial", "default", "fleet", "bare"}
+var throughputVariants = []string{"serial", "default", "fleet", "naive", "bare"}
 
 func validVariant(v string) bool { return slices.Contains(throughputVariants, v) }
 
@@ -37,7 +37,7 @@ type tpResult struct {
 	duplicates int // facts beyond one per command
 	refetches  int // origin requests beyond one per path
 	conns      int // connections the origin accepted
-	errors     int // bare loop: failed GETs
+	errors     int // bare and naive loops: commands that failed
 	// CPU seconds spent during the run by the measured process(es), Redis
 	// and the bench itself (mostly the origin).
 	cpuWorker, cpuRedis, cpuBench float64
@@ -53,6 +53,10 @@ func (r tpResult) cpuPerCommand() time.Duration {
 
 // maxCPUPerCommand is the bar on the default worker's CPU per command.
 const maxCPUPerCommand = 100 * time.Microsecond
+
+// minOverNaive is the bar on the default worker's rate over the naive
+// loop's.
+const minOverNaive = 1.25
 
 func (b *bench) throughputVariants() []string {
 	if b.o.only == "" {
@@ -94,11 +98,12 @@ func runThroughput(ctx context.Context, b *bench) error {
 			printTP(b, r)
 		}
 		if d, ok := got["default"]; ok {
-			for _, base := range []string{"serial", "bare"} {
-				if r, ok := got[base]; ok && r.perSec > 0 {
+			for _, base := range []string{"serial", "naive", "bare"} {
+				if r, ok := got[base]; ok && r.perSec > 0 && r.cpuPerCommand() > 0 {
 					ratio := d.perSec / r.perSec
 					ratios[base] = append(ratios[base], ratio)
-					fmt.Fprintf(b.out, "  ratio default/%s = %.2f\n", base, ratio)
+					fmt.Fprintf(b.out, "  ratio default/%s = %.2f commands/s, %.2f CPU per command\n",
+						base, ratio, float64(d.cpuPerCommand())/float64(r.cpuPerCommand()))
 				}
 			}
 		}
@@ -120,6 +125,13 @@ func runThroughput(ctx context.Context, b *bench) error {
 		fmt.Fprintf(b.out, "bar: default ≥ 5× serial: median ratio %.2f (runs %s) %s\n", m, floats(rs), verdict(m >= 5))
 		if m < 5 {
 			misses = append(misses, fmt.Sprintf("default/serial %.2f < 5", m))
+		}
+	}
+	if rs := ratios["naive"]; len(rs) > 0 {
+		m := median(rs)
+		fmt.Fprintf(b.out, "bar: default ≥ %.2f× the naive loop: median ratio %.2f (runs %s) %s\n", minOverNaive, m, floats(rs), verdict(m >= minOverNaive))
+		if m < minOverNaive {
+			misses = append(misses, fmt.Sprintf("default/naive %.2f < %.2f", m, minOverNaive))
 		}
 	}
 	if rs := ratios["bare"]; len(rs) > 0 {
@@ -212,6 +224,19 @@ func (b *bench) throughputOnce(ctx context.Context, variant string, run, n, h, c
 		res.peakRSS = sum.PeakRSS
 		res.errors = sum.Errors
 		res.cpuWorker = sum.cpu
+	} else if variant == "naive" {
+		sum, wall, err := b.runNaive(ctx, o, blobs, n, conc)
+		if err != nil {
+			return tpResult{}, err
+		}
+		res.wall, res.peakRSS, res.errors, res.cpuWorker = wall, sum.PeakRSS, sum.Errors, sum.cpu
+		oc := newOutcomes()
+		if err := oc.poll(ctx, b.client); err != nil {
+			return tpResult{}, err
+		}
+		if err := factFigures(oc, entryMs, &res); err != nil {
+			return tpResult{}, err
+		}
 	} else {
 		env := b.workerEnv("REPLICATOR_MIN_HOST_INTERVAL_SECONDS=" + strconv.FormatFloat(b.o.interval.Seconds(), 'f', -1, 64))
 		count := 1
@@ -258,22 +283,9 @@ func (b *bench) throughputOnce(ctx context.Context, variant string, run, n, h, c
 			return tpResult{}, err
 		}
 		res.cpuWorker = ws.cpu()
-		var first, last int64
-		lat := make([]time.Duration, 0, n)
-		for id, fs := range oc.facts {
-			if fs[0].event != "blob_available" {
-				return tpResult{}, fmt.Errorf("command %s ended %s %s", id, fs[0].event, fs[0].reason)
-			}
-			at := entryMillis(fs[0].entry)
-			if first == 0 || at < first {
-				first = at
-			}
-			last = max(last, at)
-			lat = append(lat, time.Duration(at-entryMs[id])*time.Millisecond)
+		if err := factFigures(oc, entryMs, &res); err != nil {
+			return tpResult{}, err
 		}
-		res.perSec = float64(n-1) / (float64(last-first) / 1e3)
-		res.p50, res.p90, res.p99, _ = latencies(lat)
-		res.duplicates = oc.duplicateFacts()
 	}
 	res.cpuRedis, res.cpuBench = b.redisCPU(ctx)-redis0, selfCPU()-bench0
 	if b.o.verbose {
@@ -291,27 +303,78 @@ func (b *bench) throughputOnce(ctx context.Context, variant string, run, n, h, c
 
 // runBare runs the bare loop in a child process and returns its summary.
 func (b *bench) runBare(ctx context.Context, o *origin, n, conc int) (*bareSummary, time.Duration, error) {
+	var sum bareSummary
+	cpu, wall, err := b.runChild(ctx, fmt.Sprintf("%s=%s %s %d %d", bareChildEnv, b.url, "127.0.0.1:"+o.port, n, conc), &sum)
+	if err != nil {
+		return nil, 0, fmt.Errorf("bare loop: %w", err)
+	}
+	sum.cpu = cpu
+	if sum.Done < 2 || sum.LastNs <= sum.FirstNs {
+		return nil, 0, fmt.Errorf("bare loop acked %d commands", sum.Done)
+	}
+	return &sum, wall, nil
+}
+
+// factFigures sets res's rate, latencies and duplicates from the facts
+// published for its commands: the rate from the first fact's stream id to
+// the last's, latency from each command's entry to its first fact.
+func factFigures(oc *outcomes, entryMs map[string]int64, res *tpResult) error {
+	if len(oc.facts) < res.commands {
+		return fmt.Errorf("%d of %d commands have a fact", len(oc.facts), res.commands)
+	}
+	var first, last int64
+	lat := make([]time.Duration, 0, res.commands)
+	for id, fs := range oc.facts {
+		if fs[0].event != "blob_available" {
+			return fmt.Errorf("command %s ended %s %s", id, fs[0].event, fs[0].reason)
+		}
+		at := entryMillis(fs[0].entry)
+		if first == 0 || at < first {
+			first = at
+		}
+		last = max(last, at)
+		lat = append(lat, time.Duration(at-entryMs[id])*time.Millisecond)
+	}
+	res.perSec = float64(res.commands-1) / (float64(last-first) / 1e3)
+	res.p50, res.p90, res.p99, _ = latencies(lat)
+	res.duplicates = oc.duplicateFacts()
+	return nil
+}
+
+// runNaive runs the naive loop in a child process, storing into blobs,
+// and returns its summary.
+func (b *bench) runNaive(ctx context.Context, o *origin, blobs string, n, conc int) (*naiveSummary, time.Duration, error) {
+	var sum naiveSummary
+	cpu, wall, err := b.runChild(ctx, fmt.Sprintf("%s=%s %s %s %d %d", naiveChildEnv, b.url, "127.0.0.1:"+o.port, blobs, n, conc), &sum)
+	if err != nil {
+		return nil, 0, fmt.Errorf("naive loop: %w", err)
+	}
+	sum.cpu = cpu
+	if sum.Done < n {
+		return nil, 0, fmt.Errorf("naive loop handled %d of %d commands", sum.Done, n)
+	}
+	return &sum, wall, nil
+}
+
+// runChild re-executes the bench with env set, decodes the JSON summary
+// it prints into sum and returns the child's CPU seconds and wall time.
+func (b *bench) runChild(ctx context.Context, env string, sum any) (cpu float64, wall time.Duration, err error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, 0, err
+		return 0, 0, err
 	}
 	cmd := exec.CommandContext(ctx, self)
-	cmd.Env = append(cleanEnv(), fmt.Sprintf("%s=%s %s %d %d", bareChildEnv, b.url, "127.0.0.1:"+o.port, n, conc))
+	cmd.Env = append(cleanEnv(), env)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return nil, 0, fmt.Errorf("bare loop: %v: %s", err, stderr.String())
+		return 0, 0, fmt.Errorf("%v: %s", err, stderr.String())
 	}
-	wall := time.Since(start)
-	var sum bareSummary
-	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
-		return nil, 0, fmt.Errorf("bare loop summary: %w", err)
+	wall = time.Since(start)
+	if err := json.Unmarshal(stdout.Bytes(), sum); err != nil {
+		return 0, 0, fmt.Errorf("summary: %w", err)
 	}
-	sum.cpu = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
-	if sum.Done < 2 || sum.LastNs <= sum.FirstNs {
-		return nil, 0, fmt.Errorf("bare loop acked %d commands", sum.Done)
-	}
-	return &sum, wall, nil
+	return (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds(), wall, nil
 }
