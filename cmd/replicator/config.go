@@ -158,7 +158,7 @@ const (
 	formWholeSeconds = "whole seconds > 0"
 	formMillis       = "whole milliseconds > 0"
 	formBytes        = "bytes > 0"
-	formCount        = "a whole number from 1 to 2147483647"
+	formCount        = "a whole number from 1 to 2,147,483,647"
 	formAtLeastOne   = "a whole number; 0 or less means 1"
 	// The local backend's settings are only parsed with gcs, as there.
 	formLocalOnly = " (with `gcs`: any number, unused)"
@@ -264,7 +264,7 @@ var settings = []setting{
 			return nil
 		}},
 	{name: "REPLICATOR_CONSUMER_START_ID", def: "$",
-		forms:   "`$`, `0` or a stream id such as `1700000000000-0`",
+		forms:   "`$`, `0` or a stream id (`<milliseconds>-<sequence>`)",
 		meaning: "where the group starts when a worker process creates it (`$`: new commands only; `0`: the whole backlog). A group that vanishes later (Redis restarted empty) is recreated where the worker left off ([streams.md, Group](streams.md#group))",
 		set: func(c *Config, v string) error {
 			if v != "$" && !streamID.MatchString(v) {
@@ -401,8 +401,8 @@ var settings = []setting{
 			return nil
 		}},
 	{name: "REPLICATOR_RESOLVE", def: "", blank: blankDefault, own: true,
-		forms:   "`host=ip` pairs, comma- or space-separated",
-		meaning: "test and development only: answers DNS for those hosts, like curl's `--resolve`; a host repeated answers with several addresses. The guard still judges every address, and the worker warns at start-up",
+		forms:   "`host=ip` pairs, comma- or space-separated; a host `*.example.test` stands for every name under `example.test`",
+		meaning: "test and development only: answers DNS for those hosts, like curl's `--resolve`; a host repeated answers with several addresses, and a name's own entry beats a wildcard. The guard still judges every address, and the worker warns at start-up",
 		set: func(c *Config, v string) error {
 			if _, err := parseResolve(v); err != nil {
 				return err

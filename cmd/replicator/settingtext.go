@@ -20,7 +20,24 @@ func (s setting) shownDefault() string {
 	case s.def == "":
 		return "none"
 	}
+	if n, err := strconv.ParseInt(s.def, 10, 64); err == nil && n >= 1<<20 && strings.HasSuffix(s.name, "_BYTES") {
+		// Grouped, so a long number reads at a glance.
+		return strings.TrimPrefix(sizeNote(s.name, s.def), " ") + " = " + grouped(n) + " bytes"
+	}
 	return "`" + s.def + "`" + sizeNote(s.name, s.def)
+}
+
+// grouped writes n with a comma between groups of three digits.
+func grouped(n int64) string {
+	d := strconv.FormatInt(n, 10)
+	var b strings.Builder
+	for i, r := range d {
+		if i > 0 && (len(d)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // sizeNote spells a large default in days or binary units, " (7 days)",
