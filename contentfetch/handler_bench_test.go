@@ -1,4 +1,4 @@
-package fetch_test
+package contentfetch_test
 
 import (
 	"bytes"
