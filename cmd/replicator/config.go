@@ -82,6 +82,10 @@ type Config struct {
 	MetricsAddr string // "" means no metrics server
 	Resolve     string // raw REPLICATOR_RESOLVE, already validated
 
+	// robots.txt (docs/politeness.md, robots.txt).
+	ObeyRobots    bool          // REPLICATOR_ROBOTS=obey
+	MaxCrawlDelay time.Duration // 0: Crawl-delay ignored
+
 	// Warnings are what the worker logs once its logger exists: values
 	// taken as the reference takes them but worth an operator's look.
 	Warnings []string
@@ -352,6 +356,30 @@ var settings = []setting{
 				return err
 			}
 			c.Resolve = v
+			return nil
+		}},
+	{name: "REPLICATOR_ROBOTS", def: "ignore", blank: blankDefault,
+		help: "ignore (no robots.txt request is ever made) or obey (RFC 9309: a URL robots.txt disallows ends fetch_failed robots_disallowed)",
+		set: func(c *Config, v string) error {
+			switch strings.ToLower(v) {
+			case "ignore":
+				c.ObeyRobots = false
+			case "obey":
+				c.ObeyRobots = true
+			default:
+				return errors.New("want ignore or obey")
+			}
+			return nil
+		}},
+	{name: "REPLICATOR_MAX_CRAWL_DELAY_SECONDS", def: "60",
+		help: "cap on a robots.txt Crawl-delay taken as its host's floor under REPLICATOR_ROBOTS=obey (0 to 3600; 0 ignores Crawl-delay)",
+		set: func(c *Config, v string) error {
+			if err := seconds(func(c *Config) *time.Duration { return &c.MaxCrawlDelay }, true)(c, v); err != nil {
+				return err
+			}
+			if c.MaxCrawlDelay > time.Hour {
+				return errors.New("over 3600")
+			}
 			return nil
 		}},
 }
