@@ -463,3 +463,68 @@ func TestRobotsStats(t *testing.T) {
 		t.Errorf("Stats = %+v, want %+v", got, want)
 	}
 }
+
+// TestRobotsCacheLifetime: a robots.txt is asked for again once its
+// lifetime ends: 24 h without caching headers, its max-age when shorter,
+// a minute at least; the cache forgets the least recently used origin
+// past its bound.
+func TestRobotsCacheLifetime(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		header map[string]string
+		life   time.Duration
+	}{
+		{name: "no caching headers", life: robots.MaxTTL},
+		{name: "max-age=120", header: map[string]string{"Cache-Control": "public, max-age=120"}, life: 2 * time.Minute},
+		{name: "max-age over a day", header: map[string]string{"Cache-Control": "max-age=999999"}, life: robots.MaxTTL},
+		{name: "no-store", header: map[string]string{"Cache-Control": "no-store"}, life: robots.MinTTL},
+		{name: "Expires in an hour", header: map[string]string{"Expires": "Tue, 01 Dec 2026 01:00:00 GMT"}, life: time.Hour},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newFakeClock()
+			site := http.NewServeMux()
+			site.Handle("/robots.txt", testenv.Status(200, tt.header, "User-agent: *\nDisallow: /no\n"))
+			site.Handle("/", testenv.Status(200, nil, "page"))
+			h := robotsHarness(t, site, clock, robots.Options{}, nil)
+			count := func() int {
+				n := 0
+				for _, p := range paths(h.Origin) {
+					if strings.HasSuffix(p, "/robots.txt") {
+						n++
+					}
+				}
+				return n
+			}
+			get(t, h, "origin.test", "/page")
+			clock.Advance(tt.life - time.Second)
+			get(t, h, "origin.test", "/page")
+			if n := count(); n != 1 {
+				t.Fatalf("robots.txt asked for %d times within its lifetime, want 1", n)
+			}
+			clock.Advance(time.Second)
+			get(t, h, "origin.test", "/page")
+			if n := count(); n != 2 {
+				t.Fatalf("robots.txt asked for %d times once its lifetime ended, want 2", n)
+			}
+		})
+	}
+	t.Run("bounded", func(t *testing.T) {
+		clock := newFakeClock()
+		h := robotsHarness(t, robotsSite("User-agent: *\nAllow: /\n"), clock, robots.Options{MaxOrigins: 2}, nil)
+		for _, host := range []string{"a.test", "b.test", "a.test", "c.test", "a.test", "b.test"} {
+			if _, err := get(t, h, host, "/page"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var asked []string
+		for _, p := range paths(h.Origin) {
+			if strings.HasSuffix(p, "/robots.txt") {
+				asked = append(asked, strings.TrimSuffix(p, "/robots.txt"))
+			}
+		}
+		// c.test pushed out b.test, the least recently used; a.test stayed.
+		if want := "[a.test b.test c.test b.test]"; fmt.Sprint(asked) != want {
+			t.Errorf("robots.txt asked of %v, want %v", asked, want)
+		}
+	})
+}
