@@ -18,6 +18,8 @@
 //	a refused destination (any hop: the     Permanent  destination_refused
 //	  guard or fetch.Options.CheckURL)
 //	a body over the size limit              Permanent  too_large
+//	a URL robots.txt disallows (any hop;    Permanent  robots_disallowed
+//	  fetch.Options.Robots)
 //	any other final status (412 included,   Permanent  http_status (+ status_code)
 //	  600 and above, a 3xx without a
 //	  usable Location)
@@ -26,7 +28,8 @@
 //	5xx, 408, 429, network errors,          Transient  (no fact; retried through
 //	  timeouts, a body that does not                    the stream's reclaim)
 //	  decode, a failed or full store,
-//	  parked for politeness, stopping
+//	  parked for politeness, stopping, a
+//	  robots.txt that cannot be had
 //	a panic; a store refused for good       Unclassified (handler_error at the
 //	  (sink.ErrPermanent)                               delivery ceiling)
 //

@@ -152,6 +152,7 @@ const (
 	ReasonUnsupportedSchemaVersion Reason = "unsupported_schema_version"
 	ReasonInvalidRequestOptions    Reason = "invalid_request_options"
 	ReasonHandlerError             Reason = "handler_error"
+	ReasonRobotsDisallowed         Reason = "robots_disallowed"
 )
 
 // ContentReplicate is the command an issuer publishes on content.replicate:

@@ -36,6 +36,7 @@ type Class struct {
 //	ErrNotFetchable, guard.ErrInvalidHost     Permanent  not_fetchable
 //	guard.ErrInvalidOptions                   Permanent  invalid_request_options
 //	ErrTooLarge                               Permanent  too_large
+//	ErrRobotsDisallowed                       Permanent  robots_disallowed
 //	*StatusError other than the below         Permanent  http_status
 //	*StatusError 5xx (500-599), 408, 429;     Retry
 //	  ErrNetwork, guard.ErrResolve,
@@ -43,7 +44,8 @@ type Class struct {
 //	ErrNetwork (a certificate that failed     neither
 //	  verification), ErrContentCoding,
 //	  sink.ErrPermanent, ErrStorageFull,
-//	  ErrStore, context errors, anything else
+//	  ErrStore, ErrRobotsUnreachable,
+//	  context errors, anything else
 //
 // A 304 is not a failure (Result.NotModified).
 func Classify(err error) Class {
@@ -67,6 +69,12 @@ func Classify(err error) Class {
 		return Class{Permanent: true, Reason: envelope.ReasonDestinationRefused}
 	case errors.Is(err, ErrTooLarge):
 		return Class{Permanent: true, Reason: envelope.ReasonTooLarge}
+	case errors.Is(err, ErrRobotsDisallowed):
+		return Class{Permanent: true, Reason: envelope.ReasonRobotsDisallowed}
+	case errors.Is(err, ErrRobotsUnreachable):
+		// Refused from the cache until its back-off ends: retrying within
+		// seconds would be refused the same way.
+		return Class{}
 	case errors.As(err, &status):
 		if statusTransient(status.StatusCode) {
 			return Class{Retry: true}

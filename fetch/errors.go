@@ -42,6 +42,13 @@ var (
 	// full disk, an unreachable bucket). A failure the sink reports as
 	// sink.ErrPermanent keeps that sentinel too.
 	ErrStore = errors.New("fetch: storing the body failed")
+	// ErrRobotsDisallowed means the origin's robots.txt refuses a hop
+	// (Options.Robots); nothing was sent to it.
+	ErrRobotsDisallowed = errors.New("fetch: disallowed by robots.txt")
+	// ErrRobotsUnreachable means the origin's robots.txt could not be had
+	// (429, 5xx, no answer), which refuses every hop there until it is
+	// asked for again, after a back-off.
+	ErrRobotsUnreachable = errors.New("fetch: robots.txt unreachable")
 )
 
 // deadlineCause is the cause a fetch's context ends with when its

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/fetch/robots"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink"
@@ -64,6 +65,12 @@ type Options struct {
 	// wrapping it. A request's own CheckURL runs after it; both must pass.
 	// Nil means no check beyond the guard. It must be concurrency-safe.
 	CheckURL func(ctx context.Context, u *url.URL) error
+	// Robots, when set, judges every hop by its origin's robots.txt before
+	// pacing it, fetching that first, guarded and paced, when not cached
+	// (package fetch/robots; docs/politeness.md, robots.txt). Its
+	// Crawl-delays reach the pacer through Robots.Floors, which the
+	// default Pacer reads. Nil means robots.txt is never asked for.
+	Robots *robots.Cache
 }
 
 // Fetcher performs guarded, paced HTTP GETs, follows redirects itself and
@@ -80,6 +87,7 @@ type Fetcher struct {
 	userAgent    string
 	log          *slog.Logger
 	checkURL     func(context.Context, *url.URL) error
+	robots       *robots.Cache
 	transport    *http.Transport
 	clock        clock
 }
@@ -96,13 +104,18 @@ func New(opts Options) *Fetcher {
 		userAgent:    opts.UserAgent,
 		log:          opts.Logger,
 		checkURL:     opts.CheckURL,
+		robots:       opts.Robots,
 		clock:        wallClock,
 	}
 	if f.guard == nil {
 		f.guard = guard.New(guard.Options{})
 	}
 	if f.pacer == nil {
-		f.pacer = policy.NewLocal(policy.LocalOptions{})
+		var floors policy.Floors
+		if f.robots != nil {
+			floors = f.robots.Floors(nil, 0)
+		}
+		f.pacer = policy.NewLocal(policy.LocalOptions{Floors: floors})
 	}
 	if opts.MaxInFlight > 0 {
 		f.inFlight = make(inFlight, opts.MaxInFlight)
@@ -248,6 +261,11 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 				if err := r.Room(0); err != nil {
 					return nil, f.noRoom(err)
 				}
+			}
+		}
+		if f.robots != nil {
+			if err := f.robotsCheck(ctx, fetchCtx, current, timeout, req.PacingWait, res); err != nil {
+				return nil, err
 			}
 		}
 		host := policy.HostKey(current.Hostname())

@@ -82,6 +82,10 @@ type Config struct {
 	MetricsAddr string // "" means no metrics server
 	Resolve     string // raw REPLICATOR_RESOLVE, already validated
 
+	// robots.txt (docs/politeness.md, robots.txt).
+	ObeyRobots    bool          // REPLICATOR_ROBOTS=obey
+	MaxCrawlDelay time.Duration // 0: Crawl-delay ignored
+
 	// Warnings are what the worker logs once its logger exists: values
 	// taken as the reference takes them but worth an operator's look.
 	Warnings []string
@@ -408,6 +412,32 @@ var settings = []setting{
 				return err
 			}
 			c.Resolve = v
+			return nil
+		}},
+	{name: "REPLICATOR_ROBOTS", def: "ignore", blank: blankDefault, own: true,
+		forms:   "`ignore` or `obey`, in any case",
+		meaning: "`ignore`: no robots.txt request is ever made (the Python worker's behaviour). `obey`: every hop, redirect targets included, is judged against its origin's robots.txt ([politeness.md, robots.txt](politeness.md#robotstxt)); a disallowed URL ends `fetch_failed` · `robots_disallowed`, and a robots.txt that answers 429 or 5xx, or not at all, leaves the command transient until its back-off ends",
+		set: func(c *Config, v string) error {
+			switch strings.ToLower(v) {
+			case "ignore":
+				c.ObeyRobots = false
+			case "obey":
+				c.ObeyRobots = true
+			default:
+				return errors.New("want ignore or obey")
+			}
+			return nil
+		}},
+	{name: "REPLICATOR_MAX_CRAWL_DELAY_SECONDS", def: "60", own: true,
+		forms:   "seconds from 0 to 3600; 0 ignores Crawl-delay",
+		meaning: "under `REPLICATOR_ROBOTS=obey`, the cap on a robots.txt `Crawl-delay` taken as its host's floor when larger than the floor in force; a larger value is capped and the capping logged at INFO",
+		set: func(c *Config, v string) error {
+			if err := seconds(func(c *Config) *time.Duration { return &c.MaxCrawlDelay }, true)(c, v); err != nil {
+				return err
+			}
+			if c.MaxCrawlDelay > time.Hour {
+				return errors.New("over 3600")
+			}
 			return nil
 		}},
 }

@@ -125,6 +125,12 @@ func TestLoadConfigEverySetting(t *testing.T) {
 		{variable: "REPLICATOR_RESOLVE", get: func(c Config) any { return c.Resolve },
 			def: "", blank: "", good: "h0.test=127.0.0.1,h1.test=127.0.0.1", goodWant: "h0.test=127.0.0.1,h1.test=127.0.0.1",
 			bad: []string{"h0.test", "h0.test=not-an-ip"}},
+		{variable: "REPLICATOR_ROBOTS", get: func(c Config) any { return c.ObeyRobots },
+			def: false, blank: false, good: "OBEY", goodWant: true,
+			bad: []string{"yes", "respect"}},
+		{variable: "REPLICATOR_MAX_CRAWL_DELAY_SECONDS", get: func(c Config) any { return c.MaxCrawlDelay },
+			def: 60 * time.Second, blank: refused, good: "0", goodWant: time.Duration(0),
+			bad: []string{"-1", "3601", "NaN", "soon"}},
 	}
 
 	covered := map[string]bool{}

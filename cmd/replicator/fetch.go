@@ -19,6 +19,7 @@ import (
 	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/fetch/robots"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/sink/local"
 )
@@ -32,7 +33,7 @@ Exit status: 0 for blob_available and not_modified, 1 for any other outcome,
 2 for usage errors.`
 
 func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("fetch", "fetch [-H 'Name: value']... [--timeout S] [--blob-dir D] [--allow-cidr C]... [--resolve host=ip]... URL", fetchDescription, stderr)
+	fs := newFlagSet("fetch", "fetch [-H 'Name: value']... [--timeout S] [--blob-dir D] [--allow-cidr C]... [--resolve host=ip]... [--robots] URL", fetchDescription, stderr)
 	var headers, allow, resolve multiFlag
 	fs.Var(&headers, "H", "request header `'Name: value'` (repeatable)")
 	timeout := fs.Float64("timeout", 0, "per-operation timeout in `seconds` (default 30)")
@@ -41,6 +42,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Var(&resolve, "resolve", "answer DNS for `host=ip` (repeatable; the guard still judges the address)")
 	infoSource := fs.String("info-source-id", "replicator-cli", "info_source_id echoed on the fact")
 	maxBytes := fs.Int64("max-bytes", fetch.DefaultMaxBodyBytes, "largest body to store, in `bytes`")
+	obeyRobots := fs.Bool("robots", false, "obey the origin's robots.txt (RFC 9309), as REPLICATOR_ROBOTS=obey does")
 	verbose := fs.Bool("v", false, "log progress to stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -79,7 +81,11 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "replicator fetch: %v\n", err)
 		return 1
 	}
-	fetcher := fetch.New(fetch.Options{Guard: guard.New(gopts), MaxBodyBytes: *maxBytes, Logger: logger})
+	fopts := fetch.Options{Guard: guard.New(gopts), MaxBodyBytes: *maxBytes, Logger: logger}
+	if *obeyRobots {
+		fopts.Robots = robots.New(robots.Options{Logger: logger})
+	}
+	fetcher := fetch.New(fopts)
 	defer fetcher.Close()
 	handler := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: fetcher, Sink: blobs, Logger: logger})
 

@@ -110,6 +110,8 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		"min_host_interval_seconds", cfg.MinHostInterval.Seconds(),
 		"allow_cidrs", fmt.Sprint(cfg.AllowCIDRs),
 		"metrics_addr", cfg.MetricsAddr,
+		"robots", map[bool]string{false: "ignore", true: "obey"}[cfg.ObeyRobots],
+		"max_crawl_delay_seconds", cfg.MaxCrawlDelay.Seconds(),
 		// How long Redis may keep failing before the process exits 1; a
 		// supervisor's restart limits are sized against it.
 		"outage_limit_seconds", cfg.loop(nil, nil).OutageLimit().Seconds(),
@@ -165,7 +167,14 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// A granted request reports its departure well inside the whole-fetch
 	// bound; the lease only outlives a worker that died in between.
 	lease := cfg.MaxFetchTime
-	fallback := policy.NewLocal(policy.LocalOptions{DefaultInterval: interval, Floors: table, Lease: lease})
+	var floors policy.Floors = table
+	robotsCache := robotsFor(cfg, log, reg)
+	if robotsCache != nil {
+		// A Crawl-delay over the floor in force becomes the host's floor,
+		// fleet-wide as every floor is.
+		floors = robotsCache.Floors(table, interval)
+	}
+	fallback := policy.NewLocal(policy.LocalOptions{DefaultInterval: interval, Floors: floors, Lease: lease})
 	pacer := fleet.NewPacer(client, fleet.PacerOptions{Fallback: fallback, Logger: log})
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "replicator_pacer_tracked_hosts",
@@ -192,6 +201,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		MaxBodyBytes: cfg.MaxBlobBytes,
 		MaxFetchTime: cfg.MaxFetchTime,
 		Logger:       log,
+		Robots:       robotsCache,
 	})
 	defer fetcher.Close()
 	loopCfg := cfg.loop(log, reg)

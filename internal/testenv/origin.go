@@ -46,6 +46,19 @@ func StartOrigin(t testing.TB, h http.Handler) *Origin {
 	return o
 }
 
+// StartOriginOn is StartOrigin on a listener the test opened, for an
+// origin that must come up on a known port.
+func StartOriginOn(t testing.TB, l net.Listener, h http.Handler) *Origin {
+	t.Helper()
+	o := &Origin{}
+	o.Server = httptest.NewUnstartedServer(o.record(h))
+	o.Server.Listener.Close()
+	o.Server.Listener = l
+	o.Server.Start()
+	t.Cleanup(o.Close)
+	return o
+}
+
 // StartTLSOrigin is StartOrigin over TLS; use o.Client() or o.Certificate()
 // to trust it.
 func StartTLSOrigin(t testing.TB, h http.Handler) *Origin {
