@@ -231,7 +231,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 	if err != nil {
 		return nil, err
 	}
-	origin := originOf(current)
+	first := current
 	timeout := req.Timeout
 	if timeout <= 0 {
 		timeout = f.timeout
@@ -281,7 +281,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 		if spaced {
 			hopCtx, departed = f.departureTrace(fetchCtx, host)
 		}
-		if originOf(current) != origin {
+		if hop > 0 && !SameOrigin(current, first) {
 			res.LeftOrigin = true
 		}
 		header := f.hopHeader(req.Headers, !res.LeftOrigin)
@@ -318,19 +318,19 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 		res.StatusCode = resp.StatusCode
 		res.Header = resp.Header
 		res.FetchedAt = f.clock.now()
-		// Deferred so that a sink that panics (a caller may recover it)
-		// still gives the place in flight back: a place lost per panic
-		// would stall every host once as many panics as places had
-		// happened.
-		defer f.inFlight.release()
-		defer wd.stop()
 		return res, f.finish(ctx, fetchCtx, wd, host, current, resp, dst, res)
 	}
 }
 
 // finish consumes the final response: stores a 2xx body, reports a 429/503
-// to the pacer and turns other statuses into a *StatusError.
+// to the pacer and turns other statuses into a *StatusError. It ends the
+// request: the watchdog stops and the place in flight is given back.
 func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host string, u *url.URL, resp *http.Response, dst sink.Sink, res *Result) error {
+	// Deferred so that a sink that panics (a caller may recover it) still
+	// gives the place in flight back: a place lost per panic would stall
+	// every host once as many panics as places had happened.
+	defer f.inFlight.release()
+	defer wd.stop()
 	defer resp.Body.Close()
 	code := resp.StatusCode
 	switch {

@@ -47,7 +47,7 @@ func (s inFlight) release() {
 // spaced reports whether the host has an interval in force, so the caller
 // knows the request's departure is worth recording (see policy.Pacer.Sent).
 func (f *Fetcher) admit(ctx context.Context, host string, pace func(ctx context.Context, host string, waited, wait time.Duration) error) (paced time.Duration, spaced bool, err error) {
-	start := f.clock.now()
+	var start time.Time // read once a wait begins: a request that goes at once reads no clock
 	for {
 		if err := f.inFlight.acquire(ctx); err != nil {
 			return paced, false, err
@@ -61,6 +61,9 @@ func (f *Fetcher) admit(ctx context.Context, host string, pace func(ctx context.
 			return paced, r.Interval > 0, nil
 		}
 		f.inFlight.release()
+		if start.IsZero() {
+			start = f.clock.now()
+		}
 		if pace == nil {
 			err = f.clock.sleep(ctx, r.Wait)
 		} else if err = pace(ctx, host, paced, r.Wait); err != nil && ctx.Err() == nil {

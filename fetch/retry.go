@@ -147,9 +147,16 @@ func (f *Fetcher) Get(ctx context.Context, url string, opts GetOptions) (*Docume
 	}
 }
 
+// getDefaultHeaders are Get's headers when the caller gives none; shared,
+// so never modified.
+var getDefaultHeaders = map[string]string{"accept": DefaultAccept}
+
 // getHeaders screens the caller's headers and merges them over Get's
 // defaults. The user-agent default is the fetcher's own (see hopHeader).
 func (f *Fetcher) getHeaders(h map[string]string) (map[string]string, error) {
+	if len(h) == 0 {
+		return getDefaultHeaders, nil
+	}
 	clean, err := guard.SanitizeHeaders(h)
 	if err != nil {
 		return nil, fmt.Errorf("fetch: get: %w", err)

@@ -70,8 +70,14 @@ func (s *Sink) Put(ctx context.Context, r io.Reader, opts sink.PutOptions) (sink
 // PutAt is Put with the store's start time given explicitly; ExpiresAt is
 // now+TTL and the blob's retention clock restarts at now.
 func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, opts sink.PutOptions) (sink.Blob, error) {
-	var buf bytes.Buffer
-	fp, n, err := sink.Copy(ctx, &buf, r, opts.Limit)
+	// A declared size within the limit is allocated at once: a body that
+	// arrives as announced is read into its final slice, never grown or
+	// copied.
+	buf := new(bytes.Buffer)
+	if opts.Size > 0 && opts.Limit > 0 && opts.Size <= opts.Limit {
+		buf = bytes.NewBuffer(make([]byte, 0, opts.Size))
+	}
+	fp, n, err := sink.Copy(ctx, buf, r, opts.Limit)
 	if err != nil {
 		return sink.Blob{}, fmt.Errorf("memory: put: %w", err)
 	}
@@ -90,12 +96,16 @@ func (s *Sink) PutAt(ctx context.Context, now time.Time, r io.Reader, opts sink.
 		}
 		return b, nil
 	}
-	// Clone so the map never pins a larger buffer than the blob.
 	mediaType := opts.MediaType
 	if mediaType == "" {
 		mediaType = sink.DefaultMediaType
 	}
-	s.blobs[fp] = &entry{data: bytes.Clone(buf.Bytes()), mediaType: mediaType, touched: now}
+	data := buf.Bytes()
+	if cap(data) > len(data) {
+		// So the map never pins a larger buffer than the blob.
+		data = bytes.Clone(data)
+	}
+	s.blobs[fp] = &entry{data: data, mediaType: mediaType, touched: now}
 	b.Created = true
 	return b, nil
 }

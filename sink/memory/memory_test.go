@@ -1,6 +1,8 @@
 package memory_test
 
 import (
+	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -42,5 +44,31 @@ func TestMediaType(t *testing.T) {
 	}
 	if _, ok := s.MediaType(sinktest.Fingerprint([]byte("never"))); ok {
 		t.Errorf("MediaType reports a blob never stored")
+	}
+}
+
+// TestDeclaredSize: the declared size only sizes the buffer; a body
+// shorter, longer or without one is stored as it arrived, and one over the
+// limit is refused whatever it declared.
+func TestDeclaredSize(t *testing.T) {
+	const body = "twelve bytes"
+	for _, size := range []int64{0, 1, 12, 13, 1 << 20} {
+		s := memory.New(memory.Options{})
+		b, err := s.Put(t.Context(), strings.NewReader(body), sink.PutOptions{Limit: 64, Size: size})
+		if err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		r, err := s.Open(t.Context(), b.Fingerprint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(r)
+		if string(got) != body || b.Size != int64(len(body)) {
+			t.Errorf("size %d: stored %q (%d bytes), want %q", size, got, b.Size, body)
+		}
+	}
+	s := memory.New(memory.Options{})
+	if _, err := s.Put(t.Context(), strings.NewReader(body), sink.PutOptions{Limit: 11, Size: 11}); !errors.Is(err, sink.ErrTooLarge) {
+		t.Errorf("over the limit: err = %v, want sink.ErrTooLarge", err)
 	}
 }
