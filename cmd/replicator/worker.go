@@ -234,6 +234,11 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if sweeper != nil {
 		bg.Go(func() { sweeper.Run(bgCtx, cfg.BlobSweepInterval) })
 	}
+	gauges := newStreamGauges(client, log,
+		consumedStream{streamCommands, cfg.ConsumerGroup, streamDLQ},
+		consumedStream{streamReplicate, cfg.ReplicateConsumerGroup, streamReplicateDLQ})
+	reg.MustRegister(gauges)
+	bg.Go(func() { gauges.run(bgCtx, streamStateInterval) })
 
 	// The floors must be known before the first command is paced; pacing an
 	// opening burst at the default would be a guess.
