@@ -218,7 +218,11 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		if d < 0 {
 			return time.Time{}, fmt.Errorf("%q: a duration ago must not be negative", s)
 		}
-		return now.Add(-d), nil
+		t := now.Add(-d)
+		if t.UnixMilli() < 0 {
+			return time.Time{}, fmt.Errorf("%q: reaches before 1970", s)
+		}
+		return t, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
