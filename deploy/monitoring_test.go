@@ -280,3 +280,29 @@ func tailOf(s string, n int) string {
 	}
 	return "…" + s[len(s)-n:]
 }
+
+// TestEveryAlertHasARunbook checks that deploy/README.md has a runbook
+// section for every alert, and each alert's runbook annotation points at it.
+func TestEveryAlertHasARunbook(t *testing.T) {
+	rules, err := os.ReadFile("prometheus/replicator-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\w+)$`).FindAllStringSubmatch(string(rules), -1)
+	runbooks := regexp.MustCompile(`runbook: "deploy/README.md#(\w+)"`).FindAllStringSubmatch(string(rules), -1)
+	if len(alerts) == 0 || len(alerts) != len(runbooks) {
+		t.Fatalf("%d alerts, %d runbook annotations", len(alerts), len(runbooks))
+	}
+	for i, a := range alerts {
+		if !strings.Contains(string(readme), "\n### "+a[1]+"\n") {
+			t.Errorf("deploy/README.md has no runbook section for %s", a[1])
+		}
+		if runbooks[i][1] != strings.ToLower(a[1]) {
+			t.Errorf("%s's runbook annotation points at #%s", a[1], runbooks[i][1])
+		}
+	}
+}

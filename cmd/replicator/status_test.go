@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -266,6 +268,33 @@ func TestStatusUnreachableRedis(t *testing.T) {
 		}
 		if strings.Contains(r.stderr, "hunter2") || r.stdout != "" {
 			t.Errorf("%v: printed the password or a screen:\n%s%s", args, r.stdout, r.stderr)
+		}
+	}
+}
+
+// TestStreamGaugesDocumented checks that docs/operations.md names every
+// series the stream gauges export, and no other replicator_stream_,
+// replicator_group_ or replicator_dead_letter series.
+func TestStreamGaugesDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan *prometheus.Desc, 32)
+	g, _ := fetchGauges(t, nil)
+	g.Describe(ch)
+	close(ch)
+	exported := map[string]bool{}
+	for d := range ch {
+		name := regexp.MustCompile(`fqName: "([a-z_]+)"`).FindStringSubmatch(d.String())[1]
+		exported[name] = true
+		if !strings.Contains(string(doc), "`"+name) {
+			t.Errorf("docs/operations.md does not document %s", name)
+		}
+	}
+	for _, name := range regexp.MustCompile(`replicator_(?:stream|group|dead_letter)[a-z_]*`).FindAllString(string(doc), -1) {
+		if !exported[name] {
+			t.Errorf("docs/operations.md names %s, which the stream gauges do not export", name)
 		}
 	}
 }
