@@ -298,3 +298,39 @@ func TestStreamGaugesDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusOnACluster reads every part of the status from a Redis
+// Cluster named by one URL, keys spread over its nodes.
+func TestStatusOnACluster(t *testing.T) {
+	cluster := testenv.StartCluster(t)
+	redisURL := "redis://" + cluster.Addrs[0] + "/0?addr=" + cluster.Addrs[1] + "&addr=" + cluster.Addrs[2]
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cluster.Addrs, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Do(t.Context(), c.B().XgroupCreate().Key(streamCommands).Group("replicator.fetch").Id("$").Mkstream().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	publishCommands(t, c, 2)
+	if _, err := xadd(t.Context(), c, streamReplicateDLQ, map[string]string{"dlq_reason": "alias_unknown"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := runBinary(t, nil, "policy", "--redis-url", redisURL, "set", "floor.example", "2"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	r := runBinary(t, nil, "status", "--json", "--redis-url", redisURL)
+	var rep statusReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); r.code != 0 || err != nil {
+		t.Fatalf("status --json on a cluster: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	if g := fetchGroup(t, rep); g.Lag != 2 {
+		t.Errorf("lag on a cluster = %d, want 2", g.Lag)
+	}
+	if d := rep.DeadLetters[1]; d.Length != 1 || len(d.Reasons) != 1 || d.Reasons[0].Reason != "alias_unknown" {
+		t.Errorf("replicate dead letters on a cluster: %+v", d)
+	}
+	if len(rep.Floors) != 1 || rep.Floors[0].Host != "floor.example" {
+		t.Errorf("floors on a cluster: %+v", rep.Floors)
+	}
+}
