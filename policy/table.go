@@ -68,6 +68,20 @@ func (t *Table) Len() int {
 	return t.live
 }
 
+// Snapshot returns every host with a policy in force and its floor, keyed
+// by HostKey: a copy, for showing the table (replicator status).
+func (t *Table) Snapshot() map[string]time.Duration {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make(map[string]time.Duration, t.live)
+	for host, e := range t.hosts {
+		if e.live {
+			out[host] = e.interval
+		}
+	}
+	return out
+}
+
 // Apply folds one decoded model into the table, under the HostKey of the
 // frame's host, as Set or Revoke at its occurred_at. It returns nil when the
 // host's entry changed, and otherwise an error wrapping ErrIgnored that says

@@ -10,15 +10,26 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/internal/streamstate"
 )
 
-const dlqDescription = `Prints the newest dead letters on content.fetch.dlq (with --replicate, on
-content.replicate.dlq; --stream names any other), oldest first, one line
-each:
+const dlqDescription = `Reads the dead letters on content.fetch.dlq (with --replicate,
+content.replicate.dlq; --stream names any other):
+
+  dlq [filters]                 the newest --count dead letters, oldest first
+  dlq stats [filters]           how many, by reason and by host, with the
+                                oldest and newest of each
+  dlq trim --older-than D       remove the dead letters older than D
+
+Filters: --reason TOKEN, --since and --until (a duration ago, as 2h or 30m,
+or an RFC 3339 time; both inclusive), and --host HOST (content_fetch
+commands for that host). A dead letter is listed one line each:
 
   id=<entry id> dlq_reason=<reason> dlq_original_id=<id> event_type=<type>
   command_id=<id> url=<URL> header_names=<names>
@@ -29,10 +40,12 @@ provider, destination and blob_uri instead of the URL.
 When the payload does not decode, the frame's other fields are printed as they
 are, and the payload only as far as it is safe: header values are never
 printed (names at most), so a payload that may carry them is withheld.
-Reads with XREVRANGE; nothing is acknowledged or removed.
+Listing and stats only read (XREVRANGE, XRANGE): nothing is acknowledged or
+removed. trim is the one way to drop dead letters: XTRIM MINID at Redis's
+clock minus D, exact; it prints how many it removed.
 
-Exit status: 0 when the dead letters were read (even none), 1 when Redis
-failed, 2 for usage errors.`
+Exit status: 0 when the dead letters were read or trimmed (even none), 1
+when Redis failed, 2 for usage errors.`
 
 // dlqFields are the frame fields the dead-letter line shows first, in order.
 var dlqFields = []string{"dlq_reason", "dlq_original_id", envelope.FieldEventType}
@@ -41,55 +54,184 @@ var dlqFields = []string{"dlq_reason", "dlq_original_id", envelope.FieldEventTyp
 const maxRawPayload = 512
 
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("dlq", "dlq [--redis-url URL] [--count N] [--replicate | --stream KEY]", dlqDescription, stderr)
+	fs := newFlagSet("dlq", "dlq [--redis-url URL] [--replicate | --stream KEY] [filters] [--count N] [stats | trim --older-than D]", dlqDescription, stderr)
 	redisURL := fs.String("redis-url", envRedisURL(), "Redis `URL` (default $REPLICATOR_REDIS_URL or "+defaultRedisURL+")")
 	count := fs.Int("count", 20, "print the newest `N` dead letters")
 	replicateDLQ := fs.Bool("replicate", false, "read content.replicate's dead letters ("+streamReplicateDLQ+")")
 	stream := fs.String("stream", "", "read the dead letters of the stream `KEY` (default "+streamDLQ+")")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	reason := fs.String("reason", "", "keep the dead letters of this reason `TOKEN`")
+	host := fs.String("host", "", "keep content_fetch commands for `HOST`")
+	since := fs.String("since", "", "keep those written at or after `WHEN` (a duration ago or an RFC 3339 time)")
+	until := fs.String("until", "", "keep those written at or before `WHEN` (a duration ago or an RFC 3339 time)")
+	olderThan := fs.Duration("older-than", 0, "trim: remove dead letters older than `D`")
+	// Flags may come before the action or after it.
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
 		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "replicator dlq: "+format+"\n", a...)
 		return 2
 	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "replicator dlq: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	action := ""
+	if len(positional) > 0 {
+		action = positional[0]
 	}
-	if *count <= 0 {
-		fmt.Fprintln(stderr, "replicator dlq: --count must be positive")
-		return 2
+	switch {
+	case len(positional) > 1 || (action != "" && action != "stats" && action != "trim"):
+		return usageErr("unexpected argument %q: want stats, trim or nothing", positional[len(positional)-1])
+	case *count <= 0:
+		return usageErr("--count must be positive")
 	}
 	dlq := streamDLQ
 	switch {
 	case *replicateDLQ && *stream != "":
-		fmt.Fprintln(stderr, "replicator dlq: give --replicate or --stream, not both")
-		return 2
+		return usageErr("give --replicate or --stream, not both")
 	case *replicateDLQ:
 		dlq = streamReplicateDLQ
 	case *stream != "":
 		dlq = *stream
 	}
+	if *host != "" && dlq == streamReplicateDLQ {
+		return usageErr("--host filters content_fetch commands; %s holds content_replicate ones", dlq)
+	}
+	now := time.Now()
+	var f streamstate.Filter
+	var err error
+	f.Reason, f.Host = *reason, *host
+	if f.Since, err = parseWhen(*since, now); err != nil {
+		return usageErr("--since: %v", err)
+	}
+	if f.Until, err = parseWhen(*until, now); err != nil {
+		return usageErr("--until: %v", err)
+	}
+	if action == "trim" {
+		if *olderThan <= 0 {
+			return usageErr("trim needs --older-than D, a positive duration: it removes every dead letter older than D")
+		}
+		if f != (streamstate.Filter{}) {
+			return usageErr("trim removes by age alone: --reason, --host, --since and --until do not apply")
+		}
+	} else if *olderThan != 0 {
+		return usageErr("--older-than applies to trim only")
+	}
+
 	client, err := newRedisClient(*redisURL)
 	if err != nil {
 		fmt.Fprintf(stderr, "replicator dlq: %v\n", err)
 		return redisExit(err)
 	}
 	defer client.Close()
-	entries, err := client.Do(ctx, client.B().Xrevrange().Key(dlq).End("+").Start("-").Count(int64(*count)).Build()).AsXRange()
+	switch action {
+	case "trim":
+		return trimDLQ(ctx, client, dlq, *olderThan, stdout, stderr)
+	case "stats":
+		st, err := streamstate.CountDeadLetters(ctx, client, dlq, f, 0)
+		if err != nil {
+			fmt.Fprintf(stderr, "replicator dlq: reading %s: %v\n", dlq, err)
+			return 1
+		}
+		renderDLQStats(stdout, st, now)
+		return 0
+	}
+	letters, err := streamstate.NewestDeadLetters(ctx, client, dlq, f, *count)
 	if err != nil {
 		fmt.Fprintf(stderr, "replicator dlq: reading %s: %v\n", dlq, err)
 		return 1
 	}
-	if len(entries) == 0 {
-		fmt.Fprintf(stderr, "replicator dlq: %s is empty\n", dlq)
+	if len(letters) == 0 {
+		if f != (streamstate.Filter{}) {
+			fmt.Fprintf(stderr, "replicator dlq: no dead letter on %s matches\n", dlq)
+		} else {
+			fmt.Fprintf(stderr, "replicator dlq: %s is empty\n", dlq)
+		}
 		return 0
 	}
-	slices.Reverse(entries)
-	for _, e := range entries {
-		fmt.Fprintln(stdout, deadLetterLine(e))
+	slices.Reverse(letters)
+	for _, d := range letters {
+		fmt.Fprintln(stdout, deadLetterLine(d.Entry))
 	}
 	return 0
+}
+
+// trimDLQ removes dlq's dead letters older than olderThan, at Redis's
+// clock (which stamped their ids).
+func trimDLQ(ctx context.Context, c rueidis.Client, dlq string, olderThan time.Duration, stdout, stderr io.Writer) int {
+	now, err := streamstate.ServerTime(ctx, c)
+	if err != nil {
+		fmt.Fprintf(stderr, "replicator dlq: %v\n", err)
+		return 1
+	}
+	before := now.Add(-olderThan)
+	n, err := streamstate.TrimDeadLetters(ctx, c, dlq, before)
+	if err != nil {
+		fmt.Fprintf(stderr, "replicator dlq: trimming %s: %v\n", dlq, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "replicator dlq trim: removed %d dead letters older than %s (written before %s) from %s\n",
+		n, olderThan, before.Format(time.RFC3339Nano), dlq)
+	return 0
+}
+
+// renderDLQStats writes dlq stats' report.
+func renderDLQStats(w io.Writer, st streamstate.Stats, now time.Time) {
+	if st.All.Count == 0 {
+		fmt.Fprintf(w, "%s: no dead letters\n", st.Stream)
+		return
+	}
+	fmt.Fprintf(w, "%s: %d dead letters, oldest %s, newest %s\n", st.Stream, st.All.Count, ago(now, st.All.Oldest), ago(now, st.All.Newest))
+	for _, part := range []struct {
+		title   string
+		tallies []streamstate.Tally
+	}{{"by reason", st.ByReason}, {"by host", st.ByHost}} {
+		fmt.Fprintf(w, "\n%s:\n", part.title)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, t := range part.tallies {
+			key := t.Key
+			if key == "" {
+				key = "(none)"
+			}
+			fmt.Fprintf(tw, "  %s\t%d\toldest %s\tnewest %s\n", key, t.Count, ago(now, t.Oldest), ago(now, t.Newest))
+		}
+		tw.Flush()
+	}
+}
+
+// parseWhen reads --since or --until: empty (no bound), a duration before
+// now, or an RFC 3339 time.
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("%q: a duration ago must not be negative", s)
+		}
+		t := now.Add(-d)
+		if t.UnixMilli() < 0 {
+			return time.Time{}, fmt.Errorf("%q: reaches before 1970", s)
+		}
+		return t, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q: want a duration ago (2h, 30m) or an RFC 3339 time (2026-12-01T10:00:00Z)", s)
+	}
+	if t.UnixMilli() < 0 {
+		return time.Time{}, fmt.Errorf("%q: before 1970", s)
+	}
+	return t, nil
 }
 
 // deadLetterLine renders one dead letter as key=value pairs. It never

@@ -6,7 +6,9 @@
 //	replicator fetch [flags] URL     fetch one URL now, no Redis; print the fact
 //	replicator worker                run the consume loop (settings from REPLICATOR_* env)
 //	replicator seed [flags] URL...   publish content.fetch commands (--watch: wait for outcomes)
-//	replicator dlq [flags]           print dead letters
+//	replicator status [flags]        show the fleet's streams, dead letters and pacing
+//	replicator dlq [flags] [stats | trim --older-than D]
+//	                                 print, tally or trim dead letters
 //	replicator policy [flags] set HOST SECONDS | revoke HOST
 //	                                 publish a per-host politeness policy
 //
@@ -33,7 +35,8 @@ func subcommands() []subcommand {
 		{"fetch", "fetch one URL now, without Redis, and print the resulting fact", runFetch},
 		{"worker", "run the consume loop (settings from REPLICATOR_* variables)", runWorker},
 		{"seed", "publish content.fetch commands and optionally watch their outcomes", runSeed},
-		{"dlq", "print the newest dead letters from content.fetch.dlq", runDLQ},
+		{"status", "show the streams, groups, dead letters and pacing as Redis holds them", runStatus},
+		{"dlq", "print, tally or trim dead letters (content.fetch.dlq by default)", runDLQ},
 		{"policy", "publish a per-host politeness policy (set HOST SECONDS | revoke HOST)", runPolicy},
 	}
 }

@@ -244,6 +244,11 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if sweeper != nil {
 		bg.Go(func() { sweeper.Run(bgCtx, cfg.BlobSweepInterval) })
 	}
+	gauges := newStreamGauges(client, log,
+		consumedStream{streamCommands, cfg.ConsumerGroup, streamDLQ},
+		consumedStream{streamReplicate, cfg.ReplicateConsumerGroup, streamReplicateDLQ})
+	reg.MustRegister(gauges)
+	bg.Go(func() { gauges.run(bgCtx, streamStateInterval) })
 
 	// The floors must be known before the first command is paced; pacing an
 	// opening burst at the default would be a guess.
@@ -361,6 +366,13 @@ func openSink(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.
 			Name: "replicator_blob_store_bytes",
 			Help: "Bytes the local blob tree holds (blobs and temps), as of the last sweep plus blobs stored since.",
 		}, func() float64 { return float64(s.Usage()) }))
+		if cfg.BlobMaxTotalBytes > 0 {
+			ceiling := float64(cfg.BlobMaxTotalBytes)
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "replicator_blob_store_max_bytes",
+				Help: "REPLICATOR_BLOB_MAX_TOTAL_BYTES: the ceiling replicator_blob_store_bytes is held under (absent when unset).",
+			}, func() float64 { return ceiling }))
+		}
 		log.Info("blob directory ready", "blob_dir", s.Dir())
 		return s, s, nil
 	}

@@ -226,6 +226,27 @@ func (r *Reader) Run(ctx context.Context) error {
 	}
 }
 
+// ReplayOnce applies every entry now on the stream to the table, in
+// batches, and returns without tailing: a read-only tool's view of the
+// floors in force (replicator status). It returns the first failed read,
+// and ctx.Err() when ctx ends.
+func (r *Reader) ReplayOnce(ctx context.Context) error {
+	cursor := ""
+	for {
+		entries, err := r.readRange(ctx, cursor)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			cursor = e.ID
+			r.handle(e)
+		}
+		if len(entries) < r.opts.BatchSize {
+			return nil
+		}
+	}
+}
+
 // handle applies one entry, and reports false when it did not decode.
 func (r *Reader) handle(e rueidis.XRangeEntry) bool {
 	m, err := envelope.FromWire(e.FieldValues)
