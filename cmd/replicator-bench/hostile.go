@@ -157,14 +157,12 @@ func (b *bench) hostileOnce(ctx context.Context, run, n int) (*hostileResult, er
 	kinds := hostileKinds(gzipBomb(256 << 20))
 	byHost := map[string]*hostileKind{}
 	hostsOf := map[string][]string{}
-	var all []string
 	for i := range kinds {
 		k := &kinds[i]
 		for j := range k.hosts {
 			h := strings.ToLower(fmt.Sprintf("%s-%d.test", k.name, j))
 			byHost[h] = k
 			hostsOf[k.name] = append(hostsOf[k.name], h)
-			all = append(all, h)
 		}
 	}
 	var o *origin

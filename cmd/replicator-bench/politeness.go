@@ -88,9 +88,7 @@ func (b *bench) politenessOnce(ctx context.Context, run, nWorkers int) (rows []p
 	}
 	defer cancel()
 	hosts := politeHosts()
-	var names []string
 	for _, h := range hosts {
-		names = append(names, h.name)
 		if h.policy {
 			if err := publishPolicy(ctx, b.client, h.name, h.interval.Seconds()); err != nil {
 				return nil, err
