@@ -45,15 +45,8 @@ type bareSummary struct {
 // else: no guard, pacing, sink, fact or dedupe. It stops after the given
 // number of acks, or after ten minutes.
 func bareChild(stdout, stderr io.Writer) int {
-	args := strings.Fields(os.Getenv(bareChildEnv))
-	if len(args) != 4 {
-		fmt.Fprintln(stderr, "bare loop: bad arguments")
-		return 2
-	}
-	n, err1 := strconv.Atoi(args[2])
-	conc, err2 := strconv.Atoi(args[3])
-	if err1 != nil || err2 != nil || n < 1 || conc < 1 {
-		fmt.Fprintln(stderr, "bare loop: bad counts")
+	args, n, conc, ok := childArgs(stderr, "bare loop", os.Getenv(bareChildEnv), 4)
+	if !ok {
 		return 2
 	}
 	sum, err := bareLoop(args[0], args[1], n, conc)
@@ -64,6 +57,23 @@ func bareChild(stdout, stderr io.Writer) int {
 	sum.PeakRSS = procField("/proc/self/status", "VmHWM") << 10
 	json.NewEncoder(stdout).Encode(sum)
 	return 0
+}
+
+// childArgs splits a loop child's arguments: want words, the last two the
+// commands to handle and the requests in flight, both positive.
+func childArgs(stderr io.Writer, name, env string, want int) (args []string, commands, inFlight int, ok bool) {
+	args = strings.Fields(env)
+	if len(args) != want {
+		fmt.Fprintln(stderr, name+": bad arguments")
+		return nil, 0, 0, false
+	}
+	n, err1 := strconv.Atoi(args[want-2])
+	conc, err2 := strconv.Atoi(args[want-1])
+	if err1 != nil || err2 != nil || n < 1 || conc < 1 {
+		fmt.Fprintln(stderr, name+": bad counts")
+		return nil, 0, 0, false
+	}
+	return args, n, conc, true
 }
 
 func bareLoop(redisURL, originAddr string, n, conc int) (*bareSummary, error) {

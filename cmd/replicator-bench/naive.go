@@ -54,15 +54,8 @@ type naiveSummary struct {
 
 // naiveChild runs the naive loop as a child process of the bench.
 func naiveChild(stdout, stderr io.Writer) int {
-	args := strings.Fields(os.Getenv(naiveChildEnv))
-	if len(args) != 5 {
-		fmt.Fprintln(stderr, "naive loop: bad arguments")
-		return 2
-	}
-	n, err1 := strconv.Atoi(args[3])
-	conc, err2 := strconv.Atoi(args[4])
-	if err1 != nil || err2 != nil || n < 1 || conc < 1 {
-		fmt.Fprintln(stderr, "naive loop: bad counts")
+	args, n, conc, ok := childArgs(stderr, "naive loop", os.Getenv(naiveChildEnv), 5)
+	if !ok {
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

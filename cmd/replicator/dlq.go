@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -65,19 +64,9 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	until := fs.String("until", "", "keep those written at or before `WHEN` (a duration ago or an RFC 3339 time)")
 	olderThan := fs.Duration("older-than", 0, "trim: remove dead letters older than `D`")
 	// Flags may come before the action or after it.
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
+	positional, code, ok := parseInterspersed(fs, args)
+	if !ok {
+		return code
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "replicator dlq: "+format+"\n", a...)

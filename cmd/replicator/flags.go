@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -49,4 +50,23 @@ func newFlagSet(name, synopsis, description string, stderr io.Writer) *flag.Flag
 		}
 	}
 	return fs
+}
+
+// parseInterspersed parses args with flags allowed before, between and after
+// the positional arguments, which it returns. code is the exit status when
+// ok is false: 0 after --help, 2 on a usage error.
+func parseInterspersed(fs *flag.FlagSet, args []string) (positional []string, code int, ok bool) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, 0, false
+			}
+			return nil, 2, false
+		}
+		if fs.NArg() == 0 {
+			return positional, 0, true
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }

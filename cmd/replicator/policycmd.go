@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -34,19 +32,9 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := newFlagSet("policy", "policy [--redis-url URL] set HOST SECONDS | revoke HOST", policyDescription, stderr)
 	redisURL := fs.String("redis-url", envRedisURL(), "Redis `URL` (default $REPLICATOR_REDIS_URL or "+defaultRedisURL+")")
 	// Flags may come before the action or after it.
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
+	positional, code, ok := parseInterspersed(fs, args)
+	if !ok {
+		return code
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "replicator policy: "+format+"\n", a...)
