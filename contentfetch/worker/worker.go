@@ -26,9 +26,15 @@ const (
 	DefaultConcurrency      = 16
 	DefaultMaxHeldPerHost   = 64
 	DefaultMaxActivePerHost = 4
-	// DefaultHeldPerRequest sizes MaxHeld: commands held per request in
-	// flight.
-	DefaultHeldPerRequest = 16
+	// DefaultHeldPerRequest and MinDefaultMaxHeld size the default
+	// MaxHeld: commands held per request in flight, and never fewer than
+	// MinDefaultMaxHeld. Held commands beyond the requests in flight only
+	// let the scheduler find other hosts' commands while some wait for
+	// their host's window, and a full Worker makes room by giving those
+	// back, so twice the requests in flight is enough; every held command
+	// costs memory while it waits (docs/operations.md, Memory).
+	DefaultHeldPerRequest = 2
+	MinDefaultMaxHeld     = 256
 	// NotedPerHeld sizes how many commands left pending for a full host
 	// (or a full worker) the Worker keeps the entry ids of, to take them
 	// back as soon as there is room: NotedPerHeld × MaxHeld. Beyond that
@@ -83,7 +89,7 @@ type Options struct {
 	// host takes the place of the newest of them, which is left pending and
 	// taken back once there is room, so a few backlogged hosts cannot hold
 	// up the rest. Otherwise a full Worker stops reading. Default
-	// DefaultHeldPerRequest × the Fetcher's MaxInFlight.
+	// DefaultMaxHeld of the Fetcher's MaxInFlight.
 	MaxHeld int
 	// MaxHeldPerHost bounds the commands held for one host; beyond it a
 	// command is left pending, and taken back (oldest first) once its host
@@ -126,6 +132,13 @@ type Worker struct {
 	o    Options
 }
 
+// DefaultMaxHeld is the MaxHeld of a Worker whose Fetcher has concurrency
+// requests in flight: DefaultHeldPerRequest × concurrency, at least
+// MinDefaultMaxHeld.
+func DefaultMaxHeld(concurrency int) int {
+	return max(DefaultHeldPerRequest*concurrency, MinDefaultMaxHeld)
+}
+
 // New returns a Worker that reads commands through client and fetches them
 // as opts says.
 func New(client rueidis.Client, opts Options) *Worker {
@@ -147,7 +160,7 @@ func New(client rueidis.Client, opts Options) *Worker {
 		concurrency = DefaultConcurrency
 		log.Warn("the Fetcher has no MaxInFlight: requests are bounded only by MaxHeld")
 	}
-	o.MaxHeld = consume.OrPositive(o.MaxHeld, DefaultHeldPerRequest*concurrency)
+	o.MaxHeld = consume.OrPositive(o.MaxHeld, DefaultMaxHeld(concurrency))
 	o.DrainTimeout = consume.OrPositive(o.DrainTimeout, o.Fetcher.MaxFetchTime()+DrainMargin)
 
 	handler := contentfetch.NewHandler(contentfetch.HandlerOptions{

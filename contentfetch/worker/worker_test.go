@@ -524,13 +524,18 @@ func TestWorkerOptionsDefaults(t *testing.T) {
 		DedupePrefix:     "replicator:cmd:fetch:",
 		Fetcher:          f,
 		Sink:             blobs,
-		MaxHeld:          112,
+		MaxHeld:          256, // the floor: 2 × 7 is less
 		MaxHeldPerHost:   64,
 		MaxActivePerHost: 4,
 		DrainTimeout:     40 * time.Second,
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(worker.Options{}), cmpopts.EquateComparable(slog.Logger{}, f, blobs)); diff != "" {
 		t.Errorf("defaults mismatch (-want +got):\n%s", diff)
+	}
+	for concurrency, want := range map[int]int{1: 256, 16: 256, 128: 256, 129: 258, 1024: 2048, 10000: 20000} {
+		if got := worker.DefaultMaxHeld(concurrency); got != want {
+			t.Errorf("DefaultMaxHeld(%d) = %d, want %d", concurrency, got, want)
+		}
 	}
 	if c := loop.DefaultConsumer(); !strings.HasPrefix(c, "replicator@") {
 		t.Errorf("DefaultConsumer() = %q, want replicator@<hostname>", c)

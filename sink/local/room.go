@@ -24,14 +24,30 @@ import (
 // it. Where the free space cannot be read (not Linux), only the ceiling
 // applies.
 func (s *Sink) Room(need int64) error {
+	free := s.readFree()
 	s.usageMu.Lock()
 	defer s.usageMu.Unlock()
-	return s.roomLocked(need)
+	return s.roomLocked(need, free)
+}
+
+// readFree reads the file system's free space for roomLocked, or -1 when
+// it is not needed or cannot be read. It is read before usageMu is taken:
+// the system call need not hold up every other store's accounting, and the
+// reading is a snapshot either way.
+func (s *Sink) readFree() int64 {
+	if s.minFree <= 0 {
+		return -1
+	}
+	free, err := s.freeSpace(s.dir)
+	if err != nil {
+		return -1 // unknown: the store itself will say if the disk is full
+	}
+	return free
 }
 
 // roomLocked is Room under usageMu, so that a claim is checked and made in
-// one step.
-func (s *Sink) roomLocked(need int64) error {
+// one step; free is readFree's reading.
+func (s *Sink) roomLocked(need, free int64) error {
 	what := "asked for"
 	if need <= 0 {
 		need, what = s.short, "needed by a store refused lately"
@@ -44,12 +60,8 @@ func (s *Sink) roomLocked(need int64) error {
 				sink.ErrNoRoom, held, need, what, s.maxTotal)
 		}
 	}
-	if s.minFree <= 0 {
+	if free < 0 {
 		return nil
-	}
-	free, err := s.freeSpace(s.dir)
-	if err != nil {
-		return nil // unknown: the store itself will say if the disk is full
 	}
 	if unwritten := claimed - written; free-unwritten-s.minFree < need {
 		return fmt.Errorf("local: %w: %d bytes free on the file system of %s, %d of them claimed by stores in progress; %d more are %s and %d kept free",
@@ -69,9 +81,10 @@ type claim struct {
 // error wrapping sink.ErrNoRoom, claims nothing, and remembers the size for
 // Room.
 func (s *Sink) reserve(c *claim, size int64) error {
+	free := s.readFree()
 	s.usageMu.Lock()
 	defer s.usageMu.Unlock()
-	if err := s.roomLocked(size); err != nil {
+	if err := s.roomLocked(size, free); err != nil {
 		if s.maxTotal <= 0 || size <= s.maxTotal {
 			s.short = size // not a body that could never fit, which would block every other
 		}
