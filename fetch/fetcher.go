@@ -335,7 +335,7 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, w *watch, host string, u
 	code := resp.StatusCode
 	switch {
 	case code >= 200 && code < 300:
-		body := &timedBody{r: resp.Body, w: w, now: f.clock.now}
+		body := &timedBody{r: resp.Body, w: w}
 		var codings []string
 		if code != http.StatusPartialContent {
 			// A 206 is a range of the encoded representation: stored as sent.
@@ -344,6 +344,9 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, w *watch, host string, u
 		dec := newDecoder(body, codings, f.maxBody, f.clock.now)
 		var src io.Reader = body
 		if dec == nil {
+			// fetched_at is when the body stored ended: the body as sent
+			// here, else the decoder's output, which stamps its own end.
+			body.now = f.clock.now
 			// The bytes stored are the bytes sent, so a declared length
 			// over the limit is refused unread.
 			if resp.ContentLength > f.maxBody {

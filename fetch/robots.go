@@ -133,9 +133,10 @@ func (f *Fetcher) readRobots(ctx context.Context, host string, u *url.URL, resp 
 	case code < 200 || code > 299:
 		return out, nil
 	}
-	body := &timedBody{r: resp.Body, w: w, now: f.clock.now}
+	// Nothing reads when robots.txt ended: no clock is read for it.
+	body := &timedBody{r: resp.Body, w: w}
 	var src io.Reader = body
-	if dec := newDecoder(body, contentCodings(resp.Header.Values("Content-Encoding")), robots.MaxBytes, f.clock.now); dec != nil {
+	if dec := newDecoder(body, contentCodings(resp.Header.Values("Content-Encoding")), robots.MaxBytes, nil); dec != nil {
 		defer dec.close()
 		src = dec
 	}

@@ -184,8 +184,8 @@ func (w *watch) expire() {
 }
 
 // timedBody reads a response body under its request's watch, remembering
-// the first read error (to tell a failed download from a failed store) and
-// when the body ended.
+// the first read error (to tell a failed download from a failed store)
+// and, when now is set, when the body ended.
 type timedBody struct {
 	r      io.Reader
 	w      *watch
@@ -200,7 +200,9 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	b.w.pause()
 	switch {
 	case err == io.EOF:
-		b.doneAt = b.now()
+		if b.now != nil {
+			b.doneAt = b.now()
+		}
 	case err != nil && b.err == nil:
 		b.err = err
 	}
