@@ -72,9 +72,9 @@ type decoder struct {
 	raw     *countingReader
 	removed []string // the codings removed, outermost first
 	closers []func()
-	now     func() time.Time
-	err     error     // the first decoding failure
-	doneAt  time.Time // when the decoded body ended
+	now     func() time.Time // stamps doneAt; nil when no one reads it
+	err     error            // the first decoding failure
+	doneAt  time.Time        // when the decoded body ended
 }
 
 // newDecoder layers decoders over body for the trailing codings it knows,
@@ -105,7 +105,9 @@ func (d *decoder) Read(p []byte) (int, error) {
 	n, err := d.r.Read(p)
 	switch {
 	case err == io.EOF:
-		d.doneAt = d.now()
+		if d.now != nil {
+			d.doneAt = d.now()
+		}
 	case err != nil && d.err == nil && !d.raw.failed:
 		d.err = err
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"time"
@@ -240,9 +241,10 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 	if req.MaxFetchTime > 0 && req.MaxFetchTime < maxFetch {
 		maxFetch = req.MaxFetchTime
 	}
-	// The cause names the bound in force, so the error says which one ran out.
-	fetchCtx, cancel := context.WithTimeoutCause(ctx, maxFetch, deadlineCause(maxFetch))
-	defer cancel()
+	// One watchdog times the whole fetch: every hop, every robots.txt
+	// request, each of their operations.
+	fetchCtx, wd := startWatchdog(ctx, timeout, maxFetch)
+	defer wd.stop()
 
 	// Credentials go only while every hop so far is on the origin asked
 	// for: once a chain has left it, a hop back is still chosen by the
@@ -264,7 +266,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 			}
 		}
 		if f.robots != nil {
-			if err := f.robotsCheck(ctx, fetchCtx, current, timeout, req.PacingWait, res); err != nil {
+			if err := f.robotsCheck(ctx, fetchCtx, current, wd, req.PacingWait, res); err != nil {
 				return nil, err
 			}
 		}
@@ -290,17 +292,16 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 				header.Set(name, value)
 			}
 		}
-		resp, wd, err := f.send(hopCtx, cancel, current, header, timeout)
+		resp, w, err := f.send(hopCtx, wd, nil, current, header)
 		departed()
 		res.Requests++
 		if err != nil {
 			f.inFlight.release()
-			return nil, f.ioError(ctx, fetchCtx, wd, current, err)
+			return nil, f.ioError(ctx, fetchCtx, w, current, err)
 		}
 		next, redirect := f.redirectTarget(current, resp)
 		if redirect {
 			drain(resp.Body)
-			wd.stop()
 			f.inFlight.release()
 			if hop >= f.maxRedirects {
 				return nil, fmt.Errorf("%w: more than %d redirects from %s", ErrNotFetchable, f.maxRedirects, envelope.RedactURL(req.URL))
@@ -318,24 +319,23 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 		res.StatusCode = resp.StatusCode
 		res.Header = resp.Header
 		res.FetchedAt = f.clock.now()
-		return res, f.finish(ctx, fetchCtx, wd, host, current, resp, dst, res)
+		return res, f.finish(ctx, fetchCtx, w, host, current, resp, dst, res)
 	}
 }
 
 // finish consumes the final response: stores a 2xx body, reports a 429/503
 // to the pacer and turns other statuses into a *StatusError. It ends the
-// request: the watchdog stops and the place in flight is given back.
-func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host string, u *url.URL, resp *http.Response, dst sink.Sink, res *Result) error {
+// request: the place in flight is given back.
+func (f *Fetcher) finish(ctx, fetchCtx context.Context, w *watch, host string, u *url.URL, resp *http.Response, dst sink.Sink, res *Result) error {
 	// Deferred so that a sink that panics (a caller may recover it) still
 	// gives the place in flight back: a place lost per panic would stall
 	// every host once as many panics as places had happened.
 	defer f.inFlight.release()
-	defer wd.stop()
 	defer resp.Body.Close()
 	code := resp.StatusCode
 	switch {
 	case code >= 200 && code < 300:
-		body := &timedBody{r: resp.Body, wd: wd, now: f.clock.now}
+		body := &timedBody{r: resp.Body, w: w}
 		var codings []string
 		if code != http.StatusPartialContent {
 			// A 206 is a range of the encoded representation: stored as sent.
@@ -344,6 +344,9 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host strin
 		dec := newDecoder(body, codings, f.maxBody, f.clock.now)
 		var src io.Reader = body
 		if dec == nil {
+			// fetched_at is when the body stored ended: the body as sent
+			// here, else the decoder's output, which stamps its own end.
+			body.now = f.clock.now
 			// The bytes stored are the bytes sent, so a declared length
 			// over the limit is refused unread.
 			if resp.ContentLength > f.maxBody {
@@ -370,7 +373,7 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, wd *watchdog, host strin
 			case errors.Is(err, sink.ErrTooLarge):
 				return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, f.maxBody)
 			case body.err != nil:
-				return f.ioError(ctx, fetchCtx, wd, u, body.err)
+				return f.ioError(ctx, fetchCtx, w, u, body.err)
 			case dec != nil && dec.over():
 				return fmt.Errorf("%w: %s body over the %d-byte encoded limit", ErrTooLarge, strings.Join(dec.removed, ", "), encodedLimit(f.maxBody))
 			case dec != nil && dec.err != nil:
@@ -405,11 +408,13 @@ func (f *Fetcher) noRoom(err error) error {
 	return fmt.Errorf("%w: %w", ErrStorageFull, err)
 }
 
-// send performs one request under a watchdog that enforces the per-operation
-// timeout, calling cancel (the fetch's) when it fires. The watchdog is
-// returned so the body reads stay under it.
-func (f *Fetcher) send(ctx context.Context, cancel context.CancelFunc, u *url.URL, header http.Header, timeout time.Duration) (*http.Response, *watchdog, error) {
-	reqCtx, wd := startWatchdog(ctx, cancel, timeout)
+// send performs one request under the fetch's watchdog, which enforces the
+// per-operation timeout: it calls cancel when an operation times out, or
+// ends the fetch when cancel is nil. The request's watch is returned so
+// the body reads stay under it.
+func (f *Fetcher) send(ctx context.Context, wd *watchdog, cancel context.CancelFunc, u *url.URL, header http.Header) (*http.Response, *watch, error) {
+	w := wd.startRequest(cancel)
+	reqCtx := httptrace.WithClientTrace(ctx, &w.trace)
 	// Made from the URL already parsed and checked, as
 	// http.NewRequestWithContext would make it from its text, with no
 	// formatting and parsing it again (three allocations and a parse per
@@ -424,39 +429,39 @@ func (f *Fetcher) send(ctx context.Context, cancel context.CancelFunc, u *url.UR
 		Host:       strings.TrimSuffix(u.Host, ":"),
 	}).WithContext(reqCtx)
 	resp, err := f.transport.RoundTrip(httpReq)
-	wd.sent()
+	w.sent()
 	if err != nil {
-		return nil, wd, err
+		return nil, w, err
 	}
-	if wd.fired() {
+	if w.fired() {
 		// net/http hands over a response that raced the request's
 		// cancellation; its context is gone, so its body would read
 		// partly or not at all. The operation timed out.
 		resp.Body.Close()
-		return nil, wd, context.Cause(reqCtx)
+		return nil, w, context.Cause(reqCtx)
 	}
-	return resp, wd, nil
+	return resp, w, nil
 }
 
 // ioError classifies a failure seen while fetching: the caller's
 // cancellation, the whole-fetch deadline and a per-operation timeout are
 // told apart; anything else is returned wrapped with the redacted URL.
-func (f *Fetcher) ioError(ctx, fetchCtx context.Context, wd *watchdog, u *url.URL, err error) error {
+func (f *Fetcher) ioError(ctx, fetchCtx context.Context, w *watch, u *url.URL, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case errors.Is(context.Cause(fetchCtx), ErrDeadline):
 		return fmt.Errorf("%w at %s", context.Cause(fetchCtx), shown(u))
-	case wd != nil && wd.fired():
-		return fmt.Errorf("%w (%s) at %s", ErrTimeout, wd.d, shown(u))
+	case w != nil && w.fired():
+		return fmt.Errorf("%w (%s) at %s", ErrTimeout, w.wd.d, shown(u))
 	}
 	if errors.Is(err, ErrNotFetchable) {
 		return err
 	}
-	// With a watchdog the failure happened on the wire (dial, TLS, a reset,
+	// With a watch the failure happened on the wire (dial, TLS, a reset,
 	// a malformed or truncated response); a refusal at dial time or a failed
 	// lookup keeps its own sentinel instead.
-	if wd != nil && !errors.Is(err, guard.ErrRefused) && !errors.Is(err, guard.ErrResolve) {
+	if w != nil && !errors.Is(err, guard.ErrRefused) && !errors.Is(err, guard.ErrResolve) {
 		return &networkError{url: shown(u), err: err}
 	}
 	return fmt.Errorf("fetch: %s: %w", shown(u), err)

@@ -18,11 +18,11 @@ import (
 // ErrRobotsDisallowed when a rule refuses the hop, ErrRobotsUnreachable
 // while the robots.txt cannot be had. The request for robots.txt is
 // guarded and paced as any other, and its pacing wait counts in paced.
-func (f *Fetcher) robotsCheck(ctx, fetchCtx context.Context, u *url.URL, timeout time.Duration, pace func(context.Context, string, time.Duration, time.Duration) error, res *Result) error {
+func (f *Fetcher) robotsCheck(ctx, fetchCtx context.Context, u *url.URL, wd *watchdog, pace func(context.Context, string, time.Duration, time.Duration) error, res *Result) error {
 	origin := originOf(u)
 	host := policy.HostKey(u.Hostname())
 	d, retry, err := f.robots.Check(fetchCtx, origin, host, f.userAgent, u.RequestURI(), f.clock.now, func(context.Context) (robots.Response, error) {
-		return f.fetchRobots(ctx, fetchCtx, origin, timeout, pace, res)
+		return f.fetchRobots(ctx, fetchCtx, origin, wd, pace, res)
 	})
 	switch {
 	case err != nil:
@@ -45,7 +45,7 @@ func (f *Fetcher) robotsCheck(ctx, fetchCtx context.Context, u *url.URL, timeout
 // not be followed ends the chain as a 3xx: no robots.txt. An error is
 // returned only when the fetch was abandoned (its caller, its deadline or
 // its PacingWait): nothing is learned then.
-func (f *Fetcher) fetchRobots(ctx, fetchCtx context.Context, origin string, timeout time.Duration, pace func(context.Context, string, time.Duration, time.Duration) error, res *Result) (robots.Response, error) {
+func (f *Fetcher) fetchRobots(ctx, fetchCtx context.Context, origin string, wd *watchdog, pace func(context.Context, string, time.Duration, time.Duration) error, res *Result) (robots.Response, error) {
 	current, err := url.Parse(origin + "/robots.txt")
 	if err != nil {
 		return robots.Response{Err: err}, nil
@@ -82,7 +82,9 @@ func (f *Fetcher) fetchRobots(ctx, fetchCtx context.Context, origin string, time
 			hopCtx, departed = f.departureTrace(hopCtx, host)
 		}
 		header := http.Header{"User-Agent": {f.userAgent}, "Accept-Encoding": {"gzip"}}
-		resp, wd, err := f.send(hopCtx, cancel, current, header, timeout)
+		// A timeout ends this request only: robots.txt that cannot be had
+		// is an answer too.
+		resp, w, err := f.send(hopCtx, wd, cancel, current, header)
 		departed()
 		if err != nil {
 			f.inFlight.release()
@@ -90,10 +92,9 @@ func (f *Fetcher) fetchRobots(ctx, fetchCtx context.Context, origin string, time
 			if fetchCtx.Err() != nil {
 				return robots.Response{}, err
 			}
-			return robots.Response{Err: f.ioError(ctx, fetchCtx, wd, current, err)}, nil
+			return robots.Response{Err: f.ioError(ctx, fetchCtx, w, current, err)}, nil
 		}
-		out, next := f.readRobots(fetchCtx, host, current, resp, wd)
-		wd.stop()
+		out, next := f.readRobots(fetchCtx, host, current, resp, w)
 		f.inFlight.release()
 		cancel()
 		if fetchCtx.Err() != nil {
@@ -112,7 +113,7 @@ func (f *Fetcher) fetchRobots(ctx, fetchCtx context.Context, origin string, time
 // readRobots reads one answer to a robots.txt request: a redirect to
 // follow (next), or the response, a 2xx body read up to robots.MaxBytes.
 // A 429 or 503 is reported to the pacer, as for any request.
-func (f *Fetcher) readRobots(ctx context.Context, host string, u *url.URL, resp *http.Response, wd *watchdog) (_ robots.Response, next *url.URL) {
+func (f *Fetcher) readRobots(ctx context.Context, host string, u *url.URL, resp *http.Response, w *watch) (_ robots.Response, next *url.URL) {
 	defer resp.Body.Close()
 	out := robots.Response{StatusCode: resp.StatusCode, Header: resp.Header}
 	if target, redirect := f.redirectTarget(u, resp); redirect {
@@ -132,9 +133,10 @@ func (f *Fetcher) readRobots(ctx context.Context, host string, u *url.URL, resp 
 	case code < 200 || code > 299:
 		return out, nil
 	}
-	body := &timedBody{r: resp.Body, wd: wd, now: f.clock.now}
+	// Nothing reads when robots.txt ended: no clock is read for it.
+	body := &timedBody{r: resp.Body, w: w}
 	var src io.Reader = body
-	if dec := newDecoder(body, contentCodings(resp.Header.Values("Content-Encoding")), robots.MaxBytes, f.clock.now); dec != nil {
+	if dec := newDecoder(body, contentCodings(resp.Header.Values("Content-Encoding")), robots.MaxBytes, nil); dec != nil {
 		defer dec.close()
 		src = dec
 	}
@@ -143,7 +145,7 @@ func (f *Fetcher) readRobots(ctx context.Context, host string, u *url.URL, resp 
 	// the wire is no answer at all.
 	out.Body, _ = io.ReadAll(io.LimitReader(src, robots.MaxBytes))
 	if body.err != nil && body.err != io.EOF {
-		return robots.Response{Err: f.ioError(ctx, ctx, wd, u, body.err)}, nil
+		return robots.Response{Err: f.ioError(ctx, ctx, w, u, body.err)}, nil
 	}
 	return out, nil
 }

@@ -15,7 +15,7 @@ import (
 // judged (closing DNS rebinding). Environment proxies are never used: a
 // proxy would dial on our behalf, out of the guard's sight. Connections
 // are wrapped to report when a request's bytes have left (departureConn). Timeouts are
-// per request (the watchdog), not per transport. Compression is the
+// per fetch and per operation (the watchdog), not per transport. Compression is the
 // fetcher's own (see hopHeader and decoder): net/http would decode only
 // the gzip it asked for itself.
 func newTransport(g *guard.Guard, tlsConfig *tls.Config) *http.Transport {
