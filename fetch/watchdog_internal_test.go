@@ -18,6 +18,17 @@ func lateHooks(w *watch) {
 	w.trace.WroteRequest(httptrace.WroteRequestInfo{})
 }
 
+// sentRequest starts timing a fetch bounded by maxFetch, each operation by
+// d, and one request already sent: its body reads are what is timed next.
+// The watchdog stops when the test ends.
+func sentRequest(t *testing.T, d, maxFetch time.Duration) (context.Context, *watch) {
+	ctx, wd := startWatchdog(context.Background(), d, maxFetch)
+	t.Cleanup(wd.stop)
+	w := wd.startRequest(nil)
+	w.sent()
+	return ctx, w
+}
+
 // waitDone waits for ctx to end, failing the test after limit.
 func waitDone(t *testing.T, ctx context.Context, limit time.Duration) {
 	t.Helper()
@@ -34,10 +45,7 @@ func waitDone(t *testing.T, ctx context.Context, limit time.Duration) {
 // began, neither sooner nor d after the timer's first firing.
 func TestWatchdogReadTimesOutDAfterItBegan(t *testing.T) {
 	const d = 500 * time.Millisecond
-	ctx, wd := startWatchdog(context.Background(), d, time.Minute)
-	defer wd.stop()
-	w := wd.startRequest(nil)
-	w.sent()
+	ctx, w := sentRequest(t, d, time.Minute)
 	time.Sleep(d / 10)
 	began := time.Now()
 	w.arm()
@@ -61,10 +69,7 @@ func TestWatchdogReadTimesOutDAfterItBegan(t *testing.T) {
 // the pauses, and no read, each quick, times out.
 func TestWatchdogPausedReadsNeverTimeOut(t *testing.T) {
 	const d = 50 * time.Millisecond
-	ctx, wd := startWatchdog(context.Background(), d, time.Minute)
-	defer wd.stop()
-	w := wd.startRequest(nil)
-	w.sent()
+	ctx, w := sentRequest(t, d, time.Minute)
 	for range 4 {
 		w.arm()
 		w.pause()
@@ -139,9 +144,7 @@ func TestWatchdogDeadline(t *testing.T) {
 	const d, maxFetch = 250 * time.Millisecond, 400 * time.Millisecond
 	for _, read := range []time.Duration{0, 30 * time.Millisecond} {
 		began := time.Now()
-		ctx, wd := startWatchdog(context.Background(), d, maxFetch)
-		w := wd.startRequest(nil)
-		w.sent()
+		ctx, w := sentRequest(t, d, maxFetch)
 		// Reads well within d, back to back, or with pauses between.
 		for ctx.Err() == nil {
 			w.arm()
@@ -158,7 +161,6 @@ func TestWatchdogDeadline(t *testing.T) {
 		if w.fired() {
 			t.Errorf("reads of %v: the deadline counted as an operation timeout", read)
 		}
-		wd.stop()
 	}
 }
 
