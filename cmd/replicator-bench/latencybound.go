@@ -79,6 +79,9 @@ type lbSide struct {
 	originMean        float64
 	conns             int
 	lateMax, lateMean time.Duration
+	// The worker: how long after a fetch ended (its fact's fetched_at)
+	// the fact was in the stream (its entry id), median and p99.
+	publishP50, publishP99 time.Duration
 }
 
 // perCommand is s seconds of CPU divided over the side's commands.
@@ -316,7 +319,8 @@ func runLatencyBound(ctx context.Context, b *bench) error {
 		b.lbDelayText(), b.lbHostsText(), b.o.bodySize, b.dir)
 	fmt.Fprintf(b.out, "sweep of REPLICATOR_CONCURRENCY %s (the bare loop with as many GETs in flight); all commands queued first;\n",
 		ints(sweep))
-	fmt.Fprintf(b.out, "commands/s counted from the end of the first wave of completions to the end of the last-but-one (a wave: concurrency commands)\n")
+	fmt.Fprintf(b.out, "commands/s counted from the end of the first wave of completions to the end of the last-but-one (a wave: concurrency commands);\n")
+	fmt.Fprintf(b.out, "a completion is the fetch's end, its fact's fetched_at (the bare loop: its ack)\n")
 	if err := raiseOpenFiles(lbOpenFiles(sweep[len(sweep)-1])); err != nil {
 		return err
 	}
@@ -455,6 +459,8 @@ func medianPoint(ps []lbPoint) lbPoint {
 			conns:      int(f(func(s lbSide) float64 { return float64(s.conns) })),
 			lateMax:    time.Duration(f(func(s lbSide) float64 { return float64(s.lateMax) })),
 			lateMean:   time.Duration(f(func(s lbSide) float64 { return float64(s.lateMean) })),
+			publishP50: time.Duration(f(func(s lbSide) float64 { return float64(s.publishP50) })),
+			publishP99: time.Duration(f(func(s lbSide) float64 { return float64(s.publishP99) })),
 		}
 	}
 	return lbPoint{
@@ -483,6 +489,10 @@ func printLBPoint(b *bench, p lbPoint) {
 		fmt.Fprintf(b.out, "        %-6s origin: in flight peak %d, steady mean %.0f; connections %d; timers late by mean %s, max %s; CPU/cmd redis %s, bench %s; failed %d\n",
 			s.name, s.originPeak, s.originMean, s.conns, ms(s.lateMean), ms(s.lateMax),
 			us(s.perCommand(s.cpuRedis)), us(s.perCommand(s.cpuBench)), s.failed)
+		if s.name == "worker" {
+			fmt.Fprintf(b.out, "        %-6s facts in the stream after the fetch ended: median %s, p99 %s\n",
+				s.name, ms(s.publishP50), ms(s.publishP99))
+		}
 		if s.lateMean > p.delay/lbLateShare {
 			fmt.Fprintf(b.out, "        warning: the origin's timers woke %s late on average, over 1/%d of the delay: the bench was short of CPU, and the %s's rate is understated\n",
 				ms(s.lateMean), lbLateShare, s.name)
@@ -585,18 +595,15 @@ func (b *bench) latencyBoundOnce(ctx context.Context, variant string, run int, p
 			return lbSide{}, err
 		}
 		res.cpu = workers{w}.cpu()
-		done := make([]int64, 0, n)
-		for _, fs := range oc.facts {
-			if fs[0].event != "blob_available" {
-				res.failed++
-			}
-			done = append(done, entryMillis(fs[0].entry)*1e6)
-		}
+		var done []int64
+		var lag []time.Duration
+		done, lag, res.failed = fetchesEnded(oc.facts)
+		res.publishP50, res.publishP99 = percentile(lag, 50), percentile(lag, 99)
 		res.perSec = steadyRate(done, conc)
 		from, to, _ := steadyWindow(done, conc)
 		res.originMean = d.meanInFlight(from, to)
 		if res.failed > 0 {
-			return lbSide{}, fmt.Errorf("%d of %d commands did not end blob_available", res.failed, n)
+			return lbSide{}, fmt.Errorf("%d of %d commands did not end blob_available with a fetched_at", res.failed, n)
 		}
 	}
 	if share := p.share(res.perSec); share > lbMaxShare {
@@ -606,6 +613,28 @@ func (b *bench) latencyBoundOnce(ctx context.Context, variant string, run int, p
 	res.originPeak, res.conns = d.peak.Load(), o.stats().conns
 	res.lateMax, res.lateMean = time.Duration(d.lateMax.Load()), d.lateMean()
 	return res, nil
+}
+
+// fetchesEnded is, for each command's first fact, when its fetch ended
+// (the fact's fetched_at, unix ns) and how long after that the fact was in
+// the stream (its entry id), sorted; failed counts the facts that are not
+// blob_available with a fetched_at. A fetch ends when its fact says it
+// did, not when the fact reached the stream: on a machine short of CPU the
+// facts leave in bursts, and a window bounded by two bursts would count
+// the bursts' timing rather than the fetches.
+func fetchesEnded(facts map[string][]fact) (done []int64, lag []time.Duration, failed int) {
+	for _, fs := range facts {
+		f := fs[0]
+		if f.event != "blob_available" || f.fetchedAt.IsZero() {
+			failed++
+			continue
+		}
+		done = append(done, f.fetchedAt.UnixNano())
+		// Entry ids count whole milliseconds.
+		lag = append(lag, time.UnixMilli(entryMillis(f.entry)).Sub(f.fetchedAt.Truncate(time.Millisecond)))
+	}
+	slices.Sort(lag)
+	return done, lag, failed
 }
 
 // writeLBPlot writes the sweep's plot to -plot, or, by default, into the

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -211,5 +212,28 @@ func TestDelayedOriginWatch(t *testing.T) {
 	}
 	if got := d.meanInFlight(from-1e9, from-1); got != 0 {
 		t.Errorf("mean in flight before any sample = %v, want 0", got)
+	}
+}
+
+func TestFetchesEnded(t *testing.T) {
+	at := func(ms int64) time.Time { return time.UnixMilli(ms).Add(250 * time.Microsecond) }
+	facts := map[string][]fact{
+		// Fetched 1 s apart, both published in one burst at 5 s.
+		"a": {{entry: "5000-0", event: "blob_available", fetchedAt: at(3000)}},
+		"b": {{entry: "5000-1", event: "blob_available", fetchedAt: at(4000)},
+			{entry: "7000-0", event: "blob_available", fetchedAt: at(6000)}}, // repeated: the first counts
+		"c": {{entry: "5000-2", event: "fetch_failed"}},
+		"d": {{entry: "5000-3", event: "blob_available"}}, // no fetched_at
+	}
+	done, lag, failed := fetchesEnded(facts)
+	slices.Sort(done)
+	if want := []int64{at(3000).UnixNano(), at(4000).UnixNano()}; !cmp.Equal(done, want) {
+		t.Errorf("done = %v, want %v", done, want)
+	}
+	if want := []time.Duration{time.Second, 2 * time.Second}; !cmp.Equal(lag, want) {
+		t.Errorf("lag = %v, want %v", lag, want)
+	}
+	if failed != 2 {
+		t.Errorf("failed = %d, want 2", failed)
 	}
 }

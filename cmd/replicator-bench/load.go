@@ -135,6 +135,7 @@ type fact struct {
 	fingerprint string // blob_available only
 	uri         string
 	size        int64
+	fetchedAt   time.Time // blob_available only; zero when absent
 }
 
 // deadLetter is one entry of content.fetch.dlq.
@@ -219,6 +220,9 @@ func decodeFact(e rueidis.XRangeEntry) (fact, error) {
 	switch v := m.(type) {
 	case *envelope.BlobAvailable:
 		f.commandID, f.fingerprint, f.uri, f.size = v.CommandID, v.ContentFingerprint, v.BlobURI, v.SizeBytes
+		if v.FetchedAt != nil {
+			f.fetchedAt = *v.FetchedAt
+		}
 	case *envelope.FetchFailed:
 		f.commandID, f.reason = v.CommandID, string(v.Reason)
 	default:
