@@ -149,13 +149,19 @@ func steadyWindow(doneNs []int64, skip int) (from, to int64, n int) {
 }
 
 // lbCommands is how many commands a point needs: whole waves of
-// concurrency covering steady, plus the first and last waves that
-// steadyRate skips. Whole waves keep the window exact when the delay is
-// as long as steady or longer.
+// concurrency covering steady, at least lbMinWaves, plus the first and
+// last waves that steadyRate skips. Whole waves keep the window exact when
+// the delay is as long as steady or longer.
 func lbCommands(concurrency int, delay, steady time.Duration) int {
-	waves := max(int(math.Ceil(steady.Seconds()/delay.Seconds())), 1)
+	waves := max(int(math.Ceil(steady.Seconds()/delay.Seconds())), lbMinWaves)
 	return concurrency * (waves + 2)
 }
+
+// lbMinWaves is the fewest waves the steady window holds. A machine short
+// of CPU handles a wave's completions over seconds, the first wave (every
+// request sent at once) the longest; the window opens at its end, so with
+// a window of one long wave that lag alone moved the rate by a tenth.
+const lbMinWaves = 4
 
 // lbOpenFiles is how many descriptors a process needs at a concurrency:
 // one connection per request in flight, the transports' idle pool (1024

@@ -101,9 +101,13 @@ func TestLBArithmetic(t *testing.T) {
 	if got := lbCommands(16, 500*time.Millisecond, 5*time.Second); got != 160+32 {
 		t.Errorf("lbCommands(16) = %d, want %d", got, 160+32)
 	}
-	// A delay longer than steady: one whole wave measured, not a part.
-	if got := lbCommands(16384, 8*time.Second, 5*time.Second); got != 3*16384 {
-		t.Errorf("lbCommands(16384, 8s) = %d, want %d", got, 3*16384)
+	// A delay longer than steady ÷ lbMinWaves: lbMinWaves whole waves
+	// measured, not a part of one.
+	if got := lbCommands(16384, 8*time.Second, 5*time.Second); got != 6*16384 {
+		t.Errorf("lbCommands(16384, 8s) = %d, want %d", got, 6*16384)
+	}
+	if got := lbCommands(4096, 2*time.Second, 5*time.Second); got != 6*4096 {
+		t.Errorf("lbCommands(4096, 2s) = %d, want %d", got, 6*4096)
 	}
 	for _, tt := range []struct {
 		worker, bare float64

@@ -58,9 +58,9 @@ func modes() []mode {
 			"after it arrived, -hosts (1000 or as many as fetches in flight),\n" +
 			"spacing 0: the worker and the bare loop at each REPLICATOR_CONCURRENCY of -sweep\n" +
 			"(16,256,1024; the bare loop with as many GETs in flight), enough commands for -steady\n" +
-			"(5s) at concurrency ÷ delay; commands/s and its share of concurrency ÷ delay, peak RSS,\n" +
-			"CPU per command; bar at 1024 in flight: ≥ 90% of concurrency ÷ delay or the bare\n" +
-			"loop's share; writes an SVG plot (-plot)", runLatencyBound},
+			fmt.Sprintf("(5s) at concurrency ÷ delay, at least %d waves of concurrency; commands/s and its\n", lbMinWaves) +
+			"share of concurrency ÷ delay, peak RSS, CPU per command; bar at 1024 in flight:\n" +
+			"≥ 90% of concurrency ÷ delay or the bare loop's share; writes an SVG plot (-plot)", runLatencyBound},
 		{"latency", "one command at a time on an idle worker: XADD to the fact being readable,\n" +
 			"-samples (200) times; p50, p90, p99", runLatency},
 		{"memory", "16 concurrent fetches of 64 MiB bodies into the local sink and into the gcs sink\n" +
