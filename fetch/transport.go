@@ -10,6 +10,11 @@ import (
 	"github.com/replicator-go/replicator/guard"
 )
 
+// MaxIdleConns is how many idle connections a Fetcher keeps for reuse,
+// over all hosts (at most 4 per host, each for up to 90 s). With its
+// requests in flight they bound the sockets it holds open.
+const MaxIdleConns = 4096
+
 // newTransport builds the one connection pool a Fetcher uses. Every
 // connection is dialed through the guard, so the address actually dialed is
 // judged (closing DNS rebinding). Environment proxies are never used: a
@@ -36,7 +41,7 @@ func newTransport(g *guard.Guard, tlsConfig *tls.Config) *http.Transport {
 		TLSClientConfig:        tlsConfig,
 		DisableCompression:     true,
 		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           4096,
+		MaxIdleConns:           MaxIdleConns,
 		MaxIdleConnsPerHost:    4,
 		IdleConnTimeout:        90 * time.Second,
 		ExpectContinueTimeout:  time.Second,

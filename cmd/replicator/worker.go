@@ -116,6 +116,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		// supervisor's restart limits are sized against it.
 		"outage_limit_seconds", cfg.loop(nil, nil).OutageLimit().Seconds(),
 	)
+	warnOpenFiles(log, openFileLimit(), cfg.Concurrency)
 	if cfg.Resolve != "" {
 		log.Warn("REPLICATOR_RESOLVE overrides DNS for some hosts; it is meant for tests and development", "resolve", cfg.Resolve)
 	}

@@ -139,6 +139,19 @@ func DefaultMaxHeld(concurrency int) int {
 	return max(DefaultHeldPerRequest*concurrency, MinDefaultMaxHeld)
 }
 
+// OpenFiles is how many file descriptors a Worker whose Fetcher has
+// concurrency requests in flight may hold at once: for each request its
+// connection and, while the body streams to the sink, the sink's file or
+// upload; the Fetcher's idle connections (fetch.MaxIdleConns); and
+// openFilesSpare for Redis, the metrics listener, the blob tree and logs.
+// A process limit below it fails fetches and stores with "too many open
+// files" under load (docs/operations.md, Open files).
+func OpenFiles(concurrency int) int {
+	return 2*concurrency + fetch.MaxIdleConns + openFilesSpare
+}
+
+const openFilesSpare = 256
+
 // New returns a Worker that reads commands through client and fetches them
 // as opts says.
 func New(client rueidis.Client, opts Options) *Worker {

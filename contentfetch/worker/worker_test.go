@@ -558,3 +558,14 @@ func spacing(d time.Duration) time.Duration {
 	}
 	return d
 }
+
+func TestOpenFiles(t *testing.T) {
+	// A connection and a store per request in flight, the idle pool, and
+	// the spare.
+	if got, want := worker.OpenFiles(10000), 20000+fetch.MaxIdleConns+256; got != want {
+		t.Errorf("OpenFiles(10000) = %d, want %d", got, want)
+	}
+	if d := worker.OpenFiles(101) - worker.OpenFiles(100); d != 2 {
+		t.Errorf("each request in flight adds %d files, want 2", d)
+	}
+}
