@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/replicator-go/replicator/contentfetch/worker"
 )
 
 // Defaults of the latency-bound mode.
@@ -79,6 +81,7 @@ type lbSide struct {
 	originMean        float64
 	conns             int
 	lateMax, lateMean time.Duration
+	refetched         int // requests the origin saw again for one command
 	// The worker: how long after a fetch ended (its fact's fetched_at)
 	// the fact was in the stream (its entry id), median and p99.
 	publishP50, publishP99 time.Duration
@@ -97,7 +100,21 @@ type lbPoint struct {
 	concurrency  int
 	delay        time.Duration
 	worker, bare lbSide
+	openFiles    uint64 // the worker's open-file limit
 }
+
+// filesShort reports whether the worker may open fewer files than it may
+// need at the point's concurrency (worker.OpenFiles): past its limit its
+// fetches and stores fail with "too many open files".
+func (p lbPoint) filesShort() bool {
+	return p.openFiles > 0 && p.openFiles < lbOpenFiles(p.concurrency)
+}
+
+// marked reports whether the origin saw a worker's command more than once:
+// a command failed (out of descriptors, say) and came back through the
+// reclaim a minute later, so the figures are not those of a worker
+// keeping its concurrency in flight, and the point is marked.
+func (p lbPoint) marked() bool { return p.worker.refetched > 0 }
 
 // ideal is the rate a loop with concurrency requests always in flight,
 // each taking exactly delay, would reach: concurrency ÷ delay.
@@ -164,34 +181,33 @@ func lbCommands(concurrency int, delay, steady time.Duration) int {
 const lbMinWaves = 4
 
 // lbOpenFiles is how many descriptors a process needs at a concurrency:
-// one connection per request in flight, the transports' idle pool (1024
-// in fetch/transport.go and in the bare loop) and a margin for Redis,
-// blobs and logs. The origin, inside the bench, holds the other end of
-// each.
+// what the worker needs (worker.OpenFiles: a connection and a blob file
+// per request in flight, the idle pool, a margin), which is more than the
+// bare loop's. The origin, inside the bench, holds the other end of each
+// connection.
 func lbOpenFiles(concurrency int) uint64 {
-	return uint64(concurrency) + 1024 + 256
+	return uint64(worker.OpenFiles(concurrency))
 }
 
-// raiseOpenFiles makes sure this process may open need descriptors,
-// raising its soft limit up to the hard one. Go raises it at start-up
-// already; this keeps the mode correct where that did not happen, and
-// says what to do when even the hard limit is too low.
-func raiseOpenFiles(need uint64) error {
+// raiseOpenFiles raises this process's open-file limit, which the worker
+// it starts inherits, towards need: the soft limit, and the hard one where
+// it is allowed to (as root with CAP_SYS_RESOURCE). It returns the soft
+// limit now in force, which may stay under need: the points that need
+// more are run, and marked if commands fail (lbPoint.marked).
+func raiseOpenFiles(need uint64) (uint64, error) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return fmt.Errorf("reading RLIMIT_NOFILE: %w", err)
+		return 0, fmt.Errorf("reading RLIMIT_NOFILE: %w", err)
 	}
 	if lim.Cur >= need {
-		return nil
+		return lim.Cur, nil
 	}
-	if lim.Max < need {
-		return fmt.Errorf("open files: need %d, hard limit %d (raise it: ulimit -Hn)", need, lim.Max)
+	for _, want := range []syscall.Rlimit{{Cur: need, Max: max(lim.Max, need)}, {Cur: min(need, lim.Max), Max: lim.Max}} {
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err == nil {
+			return want.Cur, nil
+		}
 	}
-	lim.Cur = need
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return fmt.Errorf("raising RLIMIT_NOFILE to %d: %w", need, err)
-	}
-	return nil
+	return lim.Cur, nil
 }
 
 // procOpenFiles is the soft "Max open files" limit of process pid, 0 if
@@ -227,6 +243,8 @@ type delayedOrigin struct {
 
 	mu      sync.Mutex
 	samples []inFlightSample // see watch
+	seen    map[string]bool  // paths requested
+	again   int              // requests for a path already requested
 }
 
 // inFlightSample is how many requests the origin held at one moment.
@@ -278,6 +296,16 @@ func (d *delayedOrigin) meanInFlight(from, to int64) float64 {
 }
 
 func (d *delayedOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	if d.seen[r.URL.Path] {
+		d.again++
+	} else {
+		if d.seen == nil {
+			d.seen = make(map[string]bool)
+		}
+		d.seen[r.URL.Path] = true
+	}
+	d.mu.Unlock()
 	n := d.inFlight.Add(1)
 	defer d.inFlight.Add(-1)
 	for p := d.peak.Load(); n > p && !d.peak.CompareAndSwap(p, n); p = d.peak.Load() {
@@ -327,7 +355,8 @@ func runLatencyBound(ctx context.Context, b *bench) error {
 		ints(sweep))
 	fmt.Fprintf(b.out, "commands/s counted from the end of the first wave of completions to the end of the last-but-one (a wave: concurrency commands);\n")
 	fmt.Fprintf(b.out, "a completion is the fetch's end, its fact's fetched_at (the bare loop: its ack)\n")
-	if err := raiseOpenFiles(lbOpenFiles(sweep[len(sweep)-1])); err != nil {
+	files, err := raiseOpenFiles(lbOpenFiles(sweep[len(sweep)-1]))
+	if err != nil {
 		return err
 	}
 	all := make([][]lbPoint, len(sweep)) // per sweep point, one per run
@@ -340,7 +369,7 @@ func runLatencyBound(ctx context.Context, b *bench) error {
 			if n == 0 {
 				n = lbCommands(c, delay, b.o.steady)
 			}
-			p := lbPoint{concurrency: c, delay: delay}
+			p := lbPoint{concurrency: c, delay: delay, openFiles: files}
 			for _, variant := range []string{"worker", "bare"} {
 				s, err := b.latencyBoundOnce(ctx, variant, run, p, n, h)
 				if err != nil {
@@ -465,16 +494,23 @@ func medianPoint(ps []lbPoint) lbPoint {
 			conns:      int(f(func(s lbSide) float64 { return float64(s.conns) })),
 			lateMax:    time.Duration(f(func(s lbSide) float64 { return float64(s.lateMax) })),
 			lateMean:   time.Duration(f(func(s lbSide) float64 { return float64(s.lateMean) })),
+			refetched:  int(f(func(s lbSide) float64 { return float64(s.refetched) })),
 			publishP50: time.Duration(f(func(s lbSide) float64 { return float64(s.publishP50) })),
 			publishP99: time.Duration(f(func(s lbSide) float64 { return float64(s.publishP99) })),
 		}
 	}
-	return lbPoint{
+	m := lbPoint{
 		concurrency: ps[0].concurrency,
 		delay:       ps[0].delay,
+		openFiles:   ps[0].openFiles,
 		worker:      side(func(p lbPoint) lbSide { return p.worker }),
 		bare:        side(func(p lbPoint) lbSide { return p.bare }),
 	}
+	// A point marked in any run stays marked.
+	for _, p := range ps {
+		m.worker.refetched = max(m.worker.refetched, p.worker.refetched)
+	}
+	return m
 }
 
 func printLBHeader(b *bench) {
@@ -488,6 +524,15 @@ func printLBPoint(b *bench, p lbPoint) {
 		p.concurrency, p.ideal(), w.commands,
 		w.perSec, p.share(w.perSec), mib(w.peakRSS), us(w.perCommand(w.cpu)),
 		bare.perSec, p.share(bare.perSec), mib(bare.peakRSS), us(bare.perCommand(bare.cpu)))
+	if p.marked() {
+		why := ""
+		if p.filesShort() {
+			why = fmt.Sprintf("; it may open %d files and may need %d here, a connection and a blob file per fetch in flight and the idle pool (raise: ulimit -Hn)",
+				p.openFiles, lbOpenFiles(p.concurrency))
+		}
+		fmt.Fprintf(b.out, "        marked: the origin saw %d of the worker's requests again: commands failed and came back through the reclaim, so these are not the figures of a worker at %d in flight%s\n",
+			w.refetched, p.concurrency, why)
+	}
 	for _, s := range []struct {
 		name string
 		lbSide
@@ -577,10 +622,10 @@ func (b *bench) latencyBoundOnce(ctx context.Context, variant string, run int, p
 				return false, fmt.Errorf("worker exited: %v: %s", w.err, w.tail(600))
 			}
 			if !checked {
-				// Go raises its soft limit at start-up; a worker that did
-				// not would fail its dials at high concurrency.
-				if lim := procOpenFiles(w.cmd.Process.Pid); lim > 0 && lim < lbOpenFiles(conc) {
-					return false, fmt.Errorf("worker may open only %d files, %d needed (raise: ulimit -n)", lim, lbOpenFiles(conc))
+				// The worker inherits the bench's limit (raiseOpenFiles);
+				// one that kept a lower one would mislabel the point.
+				if lim := procOpenFiles(w.cmd.Process.Pid); lim > 0 && lim < min(p.openFiles, lbOpenFiles(conc)) {
+					return false, fmt.Errorf("worker may open only %d files, the bench %d", lim, p.openFiles)
 				}
 				checked = true
 			}
@@ -618,6 +663,9 @@ func (b *bench) latencyBoundOnce(ctx context.Context, variant string, run int, p
 	res.cpuRedis, res.cpuBench = b.redisCPU(ctx)-redis0, selfCPU()-bench0
 	res.originPeak, res.conns = d.peak.Load(), o.stats().conns
 	res.lateMax, res.lateMean = time.Duration(d.lateMax.Load()), d.lateMean()
+	d.mu.Lock()
+	res.refetched = d.again
+	d.mu.Unlock()
 	return res, nil
 }
 
@@ -674,7 +722,7 @@ func (b *bench) writeLBPlot(points []lbPoint) error {
 	}
 	for _, pt := range points {
 		p.points = append(p.points, lbPlotPoint{
-			concurrency: pt.concurrency, ideal: pt.ideal(),
+			concurrency: pt.concurrency, ideal: pt.ideal(), marked: pt.marked(),
 			worker: pt.worker.perSec, bare: pt.bare.perSec,
 			workerRSS: pt.worker.peakRSS, bareRSS: pt.bare.peakRSS,
 		})

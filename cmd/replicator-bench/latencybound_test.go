@@ -241,3 +241,33 @@ func TestFetchesEnded(t *testing.T) {
 		t.Errorf("failed = %d, want 2", failed)
 	}
 }
+
+func TestMarkedPoint(t *testing.T) {
+	d := &delayedOrigin{body: fixedBody(8)}
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	for _, path := range []string{"/lb/1", "/lb/2", "/lb/1", "/lb/1"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if d.again != 2 {
+		t.Errorf("requests seen again = %d, want 2", d.again)
+	}
+
+	need := lbOpenFiles(16384)
+	p := lbPoint{concurrency: 16384, openFiles: need - 1}
+	if !p.filesShort() || p.marked() {
+		t.Errorf("short of files, nothing fetched again: filesShort %v, marked %v; want true, false", p.filesShort(), p.marked())
+	}
+	runs := []lbPoint{p, p, p}
+	runs[1].worker.refetched = 9
+	if m := medianPoint(runs); !m.marked() {
+		t.Error("a point marked in one run of three is not marked in the medians")
+	}
+	if p := (lbPoint{concurrency: 16384, openFiles: need}); p.filesShort() {
+		t.Error("a limit of exactly what is needed is called short")
+	}
+}

@@ -25,6 +25,7 @@ type lbPlotPoint struct {
 	ideal              float64 // concurrency ÷ delay, commands/s
 	worker, bare       float64 // commands/s
 	workerRSS, bareRSS int64   // bytes
+	marked             bool    // the worker's commands were fetched again (lbPoint.marked)
 }
 
 // The plot's geometry, in SVG user units (pixels at 100 %).
@@ -125,6 +126,9 @@ func writeLatencyPlot(w io.Writer, p lbPlot) error {
 			label := fmt.Sprintf("%d in flight: worker %.0f%%", pt.concurrency, 100*pt.worker/pt.ideal)
 			if pt.bare > 0 {
 				label += fmt.Sprintf(", bare %.0f%%", 100*pt.bare/pt.ideal)
+			}
+			if pt.marked {
+				label += " (marked: commands fetched again)"
 			}
 			lo, hi := pt.worker, pt.worker
 			if pt.bare > 0 {
