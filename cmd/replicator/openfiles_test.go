@@ -49,8 +49,8 @@ func TestOpenFilesDocumented(t *testing.T) {
 	fixed := worker.OpenFiles(0)
 	prose := strings.Join(strings.Fields(string(doc)), " ")
 	for _, want := range []string{
-		"2 × `REPLICATOR_CONCURRENCY` + " + thousands(fixed) + " descriptors",
-		"up to " + thousands(fetch.MaxIdleConns) + " idle connections",
+		"2 × `REPLICATOR_CONCURRENCY` + " + grouped(int64(fixed)) + " descriptors",
+		"up to " + grouped(fetch.MaxIdleConns) + " idle connections",
 	} {
 		if !strings.Contains(prose, want) {
 			t.Errorf("docs/operations.md does not say %q", want)
@@ -74,13 +74,4 @@ func TestOpenFilesDocumented(t *testing.T) {
 			t.Errorf("%s does not say the unit covers a concurrency up to about 30,000", name)
 		}
 	}
-}
-
-// thousands writes n with commas, as the documents do.
-func thousands(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }
