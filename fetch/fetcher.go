@@ -41,6 +41,14 @@ type Options struct {
 	// fetch waiting for its host's politeness window holds no place, so it
 	// never holds up another host. Zero means no bound.
 	MaxInFlight int
+	// MaxOpenFiles > 0 bounds the file descriptors the Fetcher holds at
+	// once, so that a process fits its open-file limit: a connection per
+	// request in flight, the sink's file or upload while a body streams to
+	// it, and idle connections kept for reuse. What MaxInFlight leaves is
+	// shared between the last two (FitOpenFiles). It needs MaxInFlight and
+	// is ignored without it. Zero means no bound: every body may stream at
+	// once, with MaxIdleConns idle connections.
+	MaxOpenFiles int
 	// MaxBodyBytes bounds the bytes stored, counted after the content
 	// codings are removed. Zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -80,7 +88,8 @@ type Options struct {
 type Fetcher struct {
 	guard        *guard.Guard
 	pacer        policy.Pacer
-	inFlight     inFlight
+	inFlight     places
+	storing      places
 	maxBody      int64
 	timeout      time.Duration
 	maxFetch     time.Duration
@@ -118,8 +127,14 @@ func New(opts Options) *Fetcher {
 		}
 		f.pacer = policy.NewLocal(policy.LocalOptions{Floors: floors})
 	}
+	idle := MaxIdleConns
 	if opts.MaxInFlight > 0 {
-		f.inFlight = make(inFlight, opts.MaxInFlight)
+		f.inFlight = make(places, opts.MaxInFlight)
+		if opts.MaxOpenFiles > 0 {
+			var storing int
+			storing, idle = FitOpenFiles(opts.MaxOpenFiles, opts.MaxInFlight)
+			f.storing = make(places, storing)
+		}
 	}
 	if f.maxBody <= 0 {
 		f.maxBody = DefaultMaxBodyBytes
@@ -139,7 +154,7 @@ func New(opts Options) *Fetcher {
 	if f.log == nil {
 		f.log = slog.Default()
 	}
-	f.transport = newTransport(f.guard, opts.TLSConfig)
+	f.transport = newTransport(f.guard, opts.TLSConfig, idle)
 	return f
 }
 
@@ -365,7 +380,13 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, w *watch, host string, u
 		// to decode it counts encoded bytes: less than what will be stored,
 		// as a rule, and the sink counts the rest as it arrives.
 		opts := sink.PutOptions{Limit: f.maxBody, Size: max(resp.ContentLength, 0), MediaType: headerMediaType(resp.Header)}
+		// The sink's file or upload counts against Options.MaxOpenFiles;
+		// the wait for it is the fetch's time.
+		if err := f.storing.acquire(fetchCtx); err != nil {
+			return f.ioError(ctx, fetchCtx, w, u, err)
+		}
 		blob, err := dst.Put(ctx, src, opts)
+		f.storing.release()
 		if err != nil {
 			switch {
 			case errors.Is(err, sink.ErrNoRoom) && ctx.Err() == nil:

@@ -9,14 +9,15 @@ import (
 	"time"
 )
 
-// inFlight bounds the requests of a Fetcher in flight at once
-// (Options.MaxInFlight). A request holds a place from its pacing decision
-// until its response body is consumed; a fetch waiting for its host's
-// window holds none, so waiting for one host never starves another. A nil
-// inFlight bounds nothing.
-type inFlight chan struct{}
+// places bounds how many of something a Fetcher holds at once: requests
+// in flight (Options.MaxInFlight) or bodies streaming to the sink
+// (Options.MaxOpenFiles). A request holds a place in flight from its
+// pacing decision until its response body is consumed; a fetch waiting
+// for its host's window holds none, so waiting for one host never starves
+// another. A nil places bounds nothing.
+type places chan struct{}
 
-func (s inFlight) acquire(ctx context.Context) error {
+func (s places) acquire(ctx context.Context) error {
 	if s == nil {
 		return ctx.Err()
 	}
@@ -28,7 +29,7 @@ func (s inFlight) acquire(ctx context.Context) error {
 	}
 }
 
-func (s inFlight) release() {
+func (s places) release() {
 	if s != nil {
 		<-s
 	}

@@ -15,6 +15,19 @@ import (
 // requests in flight they bound the sockets it holds open.
 const MaxIdleConns = 4096
 
+// FitOpenFiles splits the descriptors left by maxOpenFiles once each of
+// maxInFlight requests has its connection (Options.MaxOpenFiles): half to
+// bodies streaming to the sink at once, at least one and at most one per
+// request, the rest to idle connections, at most MaxIdleConns. A limit
+// below maxInFlight + 2 cannot be met: it leaves one body at a time and no
+// idle connection.
+func FitOpenFiles(maxOpenFiles, maxInFlight int) (storing, idle int) {
+	left := maxOpenFiles - maxInFlight
+	storing = min(max(left/2, 1), maxInFlight)
+	idle = min(max(left-storing, 0), MaxIdleConns)
+	return storing, idle
+}
+
 // newTransport builds the one connection pool a Fetcher uses. Every
 // connection is dialed through the guard, so the address actually dialed is
 // judged (closing DNS rebinding). Environment proxies are never used: a
@@ -22,8 +35,10 @@ const MaxIdleConns = 4096
 // are wrapped to report when a request's bytes have left (departureConn). Timeouts are
 // per fetch and per operation (the watchdog), not per transport. Compression is the
 // fetcher's own (see hopHeader and decoder): net/http would decode only
-// the gzip it asked for itself.
-func newTransport(g *guard.Guard, tlsConfig *tls.Config) *http.Transport {
+// the gzip it asked for itself. It keeps up to idle idle connections; with
+// none, connections are closed after their response (net/http reads a
+// MaxIdleConns of 0 as no bound).
+func newTransport(g *guard.Guard, tlsConfig *tls.Config, idle int) *http.Transport {
 	if tlsConfig == nil {
 		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	} else {
@@ -41,7 +56,8 @@ func newTransport(g *guard.Guard, tlsConfig *tls.Config) *http.Transport {
 		TLSClientConfig:        tlsConfig,
 		DisableCompression:     true,
 		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           MaxIdleConns,
+		MaxIdleConns:           idle,
+		DisableKeepAlives:      idle == 0,
 		MaxIdleConnsPerHost:    4,
 		IdleConnTimeout:        90 * time.Second,
 		ExpectContinueTimeout:  time.Second,

@@ -103,11 +103,12 @@ type lbPoint struct {
 	openFiles    uint64 // the worker's open-file limit
 }
 
-// filesShort reports whether the worker may open fewer files than it may
-// need at the point's concurrency (worker.OpenFiles): past its limit its
-// fetches and stores fail with "too many open files".
+// filesShort reports whether the worker may open fewer files than it
+// needs at the point's concurrency even once fitted to its limit
+// (worker.MinOpenFiles): then its fetches and stores fail with "too many
+// open files".
 func (p lbPoint) filesShort() bool {
-	return p.openFiles > 0 && p.openFiles < lbOpenFiles(p.concurrency)
+	return p.openFiles > 0 && p.openFiles < uint64(worker.MinOpenFiles(p.concurrency))
 }
 
 // marked reports whether the origin saw a worker's command more than once:
@@ -180,11 +181,11 @@ func lbCommands(concurrency int, delay, steady time.Duration) int {
 // a window of one long wave that lag alone moved the rate by a tenth.
 const lbMinWaves = 4
 
-// lbOpenFiles is how many descriptors a process needs at a concurrency:
-// what the worker needs (worker.OpenFiles: a connection and a blob file
-// per request in flight, the idle pool, a margin), which is more than the
-// bare loop's. The origin, inside the bench, holds the other end of each
-// connection.
+// lbOpenFiles is how many descriptors a process may use at a
+// concurrency: what the worker uses unfitted (worker.OpenFiles: a
+// connection and a blob file per request in flight, the idle pool, a
+// margin), which is more than the bare loop's. The origin, inside the
+// bench, holds the other end of each connection.
 func lbOpenFiles(concurrency int) uint64 {
 	return uint64(worker.OpenFiles(concurrency))
 }
@@ -527,8 +528,8 @@ func printLBPoint(b *bench, p lbPoint) {
 	if p.marked() {
 		why := ""
 		if p.filesShort() {
-			why = fmt.Sprintf("; it may open %d files and may need %d here, a connection and a blob file per fetch in flight and the idle pool (raise: ulimit -Hn)",
-				p.openFiles, lbOpenFiles(p.concurrency))
+			why = fmt.Sprintf("; it may open %d files and needs at least %d here, a connection per fetch in flight and a few more (raise: ulimit -Hn)",
+				p.openFiles, worker.MinOpenFiles(p.concurrency))
 		}
 		fmt.Fprintf(b.out, "        marked: the origin saw %d of the worker's requests again: commands failed and came back through the reclaim, so these are not the figures of a worker at %d in flight%s\n",
 			w.refetched, p.concurrency, why)

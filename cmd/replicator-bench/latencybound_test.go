@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/replicator-go/replicator/contentfetch/worker"
 )
 
 // waves returns completion times, in ns, of n commands done in waves of
@@ -257,7 +259,7 @@ func TestMarkedPoint(t *testing.T) {
 		t.Errorf("requests seen again = %d, want 2", d.again)
 	}
 
-	need := lbOpenFiles(16384)
+	need := uint64(worker.MinOpenFiles(16384))
 	p := lbPoint{concurrency: 16384, openFiles: need - 1}
 	if !p.filesShort() || p.marked() {
 		t.Errorf("short of files, nothing fetched again: filesShort %v, marked %v; want true, false", p.filesShort(), p.marked())
@@ -269,5 +271,8 @@ func TestMarkedPoint(t *testing.T) {
 	}
 	if p := (lbPoint{concurrency: 16384, openFiles: need}); p.filesShort() {
 		t.Error("a limit of exactly what is needed is called short")
+	}
+	if p := (lbPoint{concurrency: 16384, openFiles: 20000}); p.filesShort() {
+		t.Error("a limit the worker fits at 16,384 in flight is called short")
 	}
 }

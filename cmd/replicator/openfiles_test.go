@@ -12,28 +12,28 @@ import (
 	"github.com/replicator-go/replicator/fetch"
 )
 
-func TestWarnOpenFiles(t *testing.T) {
-	need := uint64(worker.OpenFiles(16384))
+func TestReportOpenFiles(t *testing.T) {
+	const concurrency = 16384
+	most, least := uint64(worker.OpenFiles(concurrency)), uint64(worker.MinOpenFiles(concurrency))
 	tests := []struct {
 		name  string
 		limit uint64
-		warn  bool
+		want  string // the line logged, "" for none
 	}{
-		{name: "unknown", limit: 0, warn: false},
-		{name: "below", limit: need - 1, warn: true},
-		{name: "exactly", limit: need, warn: false},
-		{name: "above", limit: need * 2, warn: false},
+		{name: "unknown", limit: 0},
+		{name: "too low", limit: least - 1, want: `"level":"WARN","msg":"the open-file limit is below what REPLICATOR_CONCURRENCY needs`},
+		{name: "fitted at the least", limit: least, want: `"level":"INFO","msg":"fitting the open-file limit`},
+		{name: "fitted", limit: 20000, want: `"bodies_storing_at_once":1680,"idle_connections":1680}`},
+		{name: "room for all", limit: most},
+		{name: "above", limit: most * 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			warnOpenFiles(slog.New(slog.NewJSONHandler(&buf, nil)), tt.limit, 16384)
+			reportOpenFiles(slog.New(slog.NewJSONHandler(&buf, nil)), tt.limit, concurrency)
 			out := buf.String()
-			if got := strings.Contains(out, "open-file limit"); got != tt.warn {
-				t.Fatalf("warned = %v, want %v: %s", got, tt.warn, out)
-			}
-			if tt.warn && !strings.Contains(out, `"needed":`) {
-				t.Errorf("the warning does not say what is needed: %s", out)
+			if tt.want == "" && out != "" || !strings.Contains(out, tt.want) {
+				t.Fatalf("logged %q, want a line with %q", out, tt.want)
 			}
 		})
 	}
@@ -51,6 +51,8 @@ func TestOpenFilesDocumented(t *testing.T) {
 	for _, want := range []string{
 		"2 × `REPLICATOR_CONCURRENCY` + " + grouped(int64(fixed)) + " descriptors",
 		"up to " + grouped(fetch.MaxIdleConns) + " idle connections",
+		"at least `REPLICATOR_CONCURRENCY` + " + grouped(int64(worker.MinOpenFiles(0))) + " descriptors",
+		"less " + grouped(int64(fixed-fetch.MaxIdleConns)) + ", is shared half and half",
 	} {
 		if !strings.Contains(prose, want) {
 			t.Errorf("docs/operations.md does not say %q", want)

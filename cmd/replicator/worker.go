@@ -116,7 +116,8 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		// supervisor's restart limits are sized against it.
 		"outage_limit_seconds", cfg.loop(nil, nil).OutageLimit().Seconds(),
 	)
-	warnOpenFiles(log, openFileLimit(), cfg.Concurrency)
+	openFiles := openFileLimit()
+	reportOpenFiles(log, openFiles, cfg.Concurrency)
 	if cfg.Resolve != "" {
 		log.Warn("REPLICATOR_RESOLVE overrides DNS for some hosts; it is meant for tests and development", "resolve", cfg.Resolve)
 	}
@@ -199,6 +200,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Guard:        guard.New(gopts),
 		Pacer:        pacer,
 		MaxInFlight:  cfg.Concurrency,
+		MaxOpenFiles: worker.FetcherOpenFiles(openFiles),
 		MaxBodyBytes: cfg.MaxBlobBytes,
 		MaxFetchTime: cfg.MaxFetchTime,
 		Logger:       log,

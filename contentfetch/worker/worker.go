@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -140,17 +141,39 @@ func DefaultMaxHeld(concurrency int) int {
 }
 
 // OpenFiles is how many file descriptors a Worker whose Fetcher has
-// concurrency requests in flight may hold at once: for each request its
-// connection and, while the body streams to the sink, the sink's file or
-// upload; the Fetcher's idle connections (fetch.MaxIdleConns); and
-// openFilesSpare for Redis, the metrics listener, the blob tree and logs.
-// A process limit below it fails fetches and stores with "too many open
-// files" under load (docs/operations.md, Open files).
+// concurrency requests in flight may hold at once when nothing bounds
+// them: for each request its connection and, while the body streams to
+// the sink, the sink's file or upload; the Fetcher's idle connections
+// (fetch.MaxIdleConns); and openFilesSpare for Redis, the metrics
+// listener, the blob tree and logs (docs/operations.md, Open files).
 func OpenFiles(concurrency int) int {
 	return 2*concurrency + fetch.MaxIdleConns + openFilesSpare
 }
 
-const openFilesSpare = 256
+// MinOpenFiles is the lowest open-file limit a Worker at concurrency fits
+// into with a Fetcher built with FetcherOpenFiles: a connection per
+// request in flight, openFilesSpare, and minShared for bodies streaming
+// to the sink and idle connections to share. Below it, fetches and
+// stores fail with "too many open files" under load.
+func MinOpenFiles(concurrency int) int {
+	return concurrency + openFilesSpare + minShared
+}
+
+// FetcherOpenFiles is the fetch.Options.MaxOpenFiles that keeps a Worker
+// within a process limit of limit open files: the limit less
+// openFilesSpare, at least 1. Zero (no bound) when the limit is unknown
+// (0).
+func FetcherOpenFiles(limit uint64) int {
+	if limit == 0 {
+		return 0
+	}
+	return max(int(min(limit, math.MaxInt32))-openFilesSpare, 1)
+}
+
+const (
+	openFilesSpare = 256
+	minShared      = 128
+)
 
 // New returns a Worker that reads commands through client and fetches them
 // as opts says.

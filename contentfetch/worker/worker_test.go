@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/netip"
 	"regexp"
@@ -567,5 +568,22 @@ func TestOpenFiles(t *testing.T) {
 	}
 	if d := worker.OpenFiles(101) - worker.OpenFiles(100); d != 2 {
 		t.Errorf("each request in flight adds %d files, want 2", d)
+	}
+	// Fitted, a connection per request in flight is all that grows.
+	if d := worker.MinOpenFiles(101) - worker.MinOpenFiles(100); d != 1 {
+		t.Errorf("each request in flight adds %d files to the least, want 1", d)
+	}
+	// At the least, the fetcher still has a body streaming and an idle
+	// connection.
+	for _, c := range []int{1, 16, 16384} {
+		storing, idle := fetch.FitOpenFiles(worker.FetcherOpenFiles(uint64(worker.MinOpenFiles(c))), c)
+		if storing < 1 || idle < 1 {
+			t.Errorf("at %d in flight, the least open files leave %d bodies storing and %d idle connections", c, storing, idle)
+		}
+	}
+	for limit, want := range map[uint64]int{0: 0, 1: 1, 20000: 20000 - 256, 1 << 40: math.MaxInt32 - 256} {
+		if got := worker.FetcherOpenFiles(limit); got != want {
+			t.Errorf("FetcherOpenFiles(%d) = %d, want %d", limit, got, want)
+		}
 	}
 }
