@@ -338,6 +338,13 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 	}
 }
 
+// put stores src in dst and gives back the place among the bodies
+// streaming that its caller took, even when the sink panics (see finish).
+func (f *Fetcher) put(ctx context.Context, dst sink.Sink, src io.Reader, opts sink.PutOptions) (sink.Blob, error) {
+	defer f.storing.release()
+	return dst.Put(ctx, src, opts)
+}
+
 // finish consumes the final response: stores a 2xx body, reports a 429/503
 // to the pacer and turns other statuses into a *StatusError. It ends the
 // request: the place in flight is given back.
@@ -385,8 +392,7 @@ func (f *Fetcher) finish(ctx, fetchCtx context.Context, w *watch, host string, u
 		if err := f.storing.acquire(fetchCtx); err != nil {
 			return f.ioError(ctx, fetchCtx, w, u, err)
 		}
-		blob, err := dst.Put(ctx, src, opts)
-		f.storing.release()
+		blob, err := f.put(ctx, dst, src, opts)
 		if err != nil {
 			switch {
 			case errors.Is(err, sink.ErrNoRoom) && ctx.Err() == nil:

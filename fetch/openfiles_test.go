@@ -147,3 +147,42 @@ func TestMaxOpenFilesWithoutIdle(t *testing.T) {
 		})
 	}
 }
+
+// panickingSink panics on every Put.
+type panickingSink struct{}
+
+func (panickingSink) Put(context.Context, io.Reader, sink.PutOptions) (sink.Blob, error) {
+	panic("sink failed")
+}
+
+func (panickingSink) Open(context.Context, string) (io.ReadCloser, error) {
+	return nil, sink.ErrNotFound
+}
+
+// TestMaxOpenFilesAfterPanic: a sink that panics (a caller may recover
+// it) still gives its place among the bodies streaming back, or the next
+// fetch would wait for it until its deadline.
+func TestMaxOpenFilesAfterPanic(t *testing.T) {
+	origin := testenv.StartOrigin(t, testenv.Status(200, nil, "body"))
+	f := fetch.New(fetch.Options{
+		Guard:        fetchenv.Guard(),
+		Pacer:        policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}),
+		MaxInFlight:  1,
+		MaxOpenFiles: 2, // one body at a time
+		MaxFetchTime: 2 * time.Second,
+		Logger:       fetchenv.Quiet,
+	})
+	t.Cleanup(f.Close)
+	req := fetch.Request{URL: origin.URLFor("origin.test", "/")}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the sink's panic did not reach the caller")
+			}
+		}()
+		f.Fetch(fetchenv.Ctx(t), req, panickingSink{})
+	}()
+	if _, err := f.Fetch(fetchenv.Ctx(t), req, memory.New(memory.Options{})); err != nil {
+		t.Fatalf("the fetch after a panicking store: %v", err)
+	}
+}

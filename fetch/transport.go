@@ -19,8 +19,8 @@ const MaxIdleConns = 4096
 // maxInFlight requests has its connection (Options.MaxOpenFiles): half to
 // bodies streaming to the sink at once, at least one and at most one per
 // request, the rest to idle connections, at most MaxIdleConns. A limit
-// below maxInFlight + 2 cannot be met: it leaves one body at a time and no
-// idle connection.
+// of maxInFlight or less cannot be met: one body still streams at a
+// time, with no idle connection.
 func FitOpenFiles(maxOpenFiles, maxInFlight int) (storing, idle int) {
 	left := maxOpenFiles - maxInFlight
 	storing = min(max(left/2, 1), maxInFlight)
