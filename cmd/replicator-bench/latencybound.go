@@ -298,14 +298,13 @@ func (d *delayedOrigin) meanInFlight(from, to int64) float64 {
 
 func (d *delayedOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
+	if d.seen == nil {
+		d.seen = make(map[string]bool)
+	}
 	if d.seen[r.URL.Path] {
 		d.again++
-	} else {
-		if d.seen == nil {
-			d.seen = make(map[string]bool)
-		}
-		d.seen[r.URL.Path] = true
 	}
+	d.seen[r.URL.Path] = true
 	d.mu.Unlock()
 	n := d.inFlight.Add(1)
 	defer d.inFlight.Add(-1)
