@@ -37,6 +37,9 @@ type Redis struct {
 
 	dir   string
 	extra []string
+	// admin authenticates testenv's own connections on a server whose
+	// users come from an ACL file (see RedisOptions.ACLFile).
+	admin bool
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -51,6 +54,9 @@ type RedisOptions struct {
 	// TLS makes the server listen with TLS only, with a CA and certificates
 	// made for it (see RedisTLS).
 	TLS *TLSOptions
+	// ACLFile loads the server's users from this aclfile, as a broker
+	// with per-service users does (see acl.go).
+	ACLFile string
 }
 
 // ErrNoRedisServer reports that redis-server is not on PATH.
@@ -89,6 +95,12 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 			continue
 		}
 		r := &Redis{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, dir: dir, extra: opts.Args}
+		if opts.ACLFile != "" {
+			if err := r.useACLFile(opts.ACLFile); err != nil {
+				os.RemoveAll(dir)
+				return nil, err
+			}
+		}
 		if opts.TLS != nil && r.TLS == nil {
 			if r.TLS, err = newRedisTLS(dir, *opts.TLS); err != nil {
 				os.RemoveAll(dir)
@@ -216,11 +228,24 @@ func (r *Redis) ping() error {
 // dial opens a connection to the server, with TLS (and the client
 // certificate) when it listens with TLS.
 func (r *Redis) dial() (net.Conn, error) {
+	var (
+		conn net.Conn
+		err  error
+	)
 	if r.TLS == nil {
-		return net.DialTimeout("tcp", r.Addr, time.Second)
+		conn, err = net.DialTimeout("tcp", r.Addr, time.Second)
+	} else {
+		d := &net.Dialer{Timeout: time.Second}
+		conn, err = tls.DialWithDialer(d, "tcp", r.Addr, r.TLS.ClientConfig())
 	}
-	d := &net.Dialer{Timeout: time.Second}
-	return tls.DialWithDialer(d, "tcp", r.Addr, r.TLS.ClientConfig())
+	if err != nil || !r.admin {
+		return conn, err
+	}
+	if err := authenticate(conn, AdminUser, AdminPassword); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 // Ping reports whether a Redis server at addr answers PING.
