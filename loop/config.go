@@ -56,10 +56,10 @@ type Config struct {
 	// takes it (the retry path for transient failures). Held commands are
 	// kept fresh at a third of it. Default 60 s.
 	ClaimMinIdle time.Duration
-	// MaxDeliveryAttempts is the delivery count (XPENDING times-delivered)
-	// at which an unclassified failure is dead-lettered with handler_error.
-	// A delivery that ends transient, or that is left pending unhandled, is
-	// given back and does not count. Default 5.
+	// MaxDeliveryAttempts is how many handlings of one entry may fail
+	// unclassified on a worker before it is dead-lettered with
+	// handler_error. A delivery that ends transient, or that is left
+	// pending unhandled, does not count. Default 5.
 	MaxDeliveryAttempts int
 	// BackoffBase and BackoffMax bound the back-off between failed cycles:
 	// BackoffBase doubling up to BackoffMax (never below BackoffBase).

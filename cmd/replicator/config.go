@@ -17,6 +17,7 @@ import (
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/loop"
+	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/replicate"
 )
 
@@ -85,6 +86,10 @@ type Config struct {
 	// robots.txt (docs/politeness.md, robots.txt).
 	ObeyRobots    bool          // REPLICATOR_ROBOTS=obey
 	MaxCrawlDelay time.Duration // 0: Crawl-delay ignored
+
+	// FleetPacing is REPLICATOR_FLEET_PACING: fleetAuto, fleetOn or
+	// fleetOff (docs/operations.md, Redis ACL).
+	FleetPacing string
 
 	// Warnings are what the worker logs once its logger exists: values
 	// taken as the reference takes them but worth an operator's look.
@@ -440,7 +445,25 @@ var settings = []setting{
 			}
 			return nil
 		}},
+	{name: "REPLICATOR_FLEET_PACING", def: fleetAuto, blank: blankDefault, own: true,
+		forms:   "`" + fleetAuto + "`, `" + fleetOn + "` or `" + fleetOff + "`, in any case",
+		meaning: "whether workers sharing this Redis share each host's spacing through it (scripts on `" + fleet.DefaultKeyPrefix + "*` keys) or each paces on its own. `auto`: on when `REPLICATOR_REDIS_URL` names no user (or `default`), off for a named user, whose ACL grants scripts only when the operator adds them; `on`: probed once at start-up, and a refusal is logged once, naming the grant, and paces locally ([operations.md, Redis ACL](operations.md#redis-acl))",
+		set: func(c *Config, v string) error {
+			switch v = strings.ToLower(v); v {
+			case fleetAuto, fleetOn, fleetOff:
+				c.FleetPacing = v
+				return nil
+			}
+			return errors.New("want auto, on or off")
+		}},
 }
+
+// REPLICATOR_FLEET_PACING's values.
+const (
+	fleetAuto = "auto"
+	fleetOn   = "on"
+	fleetOff  = "off"
+)
 
 // streamID matches a Redis stream id: milliseconds, optionally -sequence.
 var streamID = regexp.MustCompile(`^[0-9]{1,20}(-[0-9]{1,20})?$`)

@@ -131,6 +131,9 @@ func TestLoadConfigEverySetting(t *testing.T) {
 		{variable: "REPLICATOR_MAX_CRAWL_DELAY_SECONDS", get: func(c Config) any { return c.MaxCrawlDelay },
 			def: 60 * time.Second, blank: refused, good: "0", goodWant: time.Duration(0),
 			bad: []string{"-1", "3601", "NaN", "soon"}},
+		{variable: "REPLICATOR_FLEET_PACING", get: func(c Config) any { return c.FleetPacing },
+			def: "auto", blank: "auto", good: "ON", goodWant: "on",
+			bad: []string{"yes", "fleet"}},
 	}
 
 	covered := map[string]bool{}

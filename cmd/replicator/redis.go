@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -42,10 +43,9 @@ func envRedisURL() string {
 	return defaultRedisURL
 }
 
-// newRedisClient connects to a Redis URL (a single server, or a Cluster
-// found from the URL's host and any ?addr= seeds), read by parseRedisURL.
-// A URL that cannot be used wraps errRedisURL. Errors never carry the URL's
-// password.
+// newRedisClient connects to a Redis URL (a single server, or a Cluster),
+// read by parseRedisURL, without client-side caching. A URL that cannot be
+// used wraps errRedisURL. Errors never carry the URL's password.
 func newRedisClient(rawURL string) (rueidis.Client, error) {
 	c, _, err := connectRedis(rawURL, false)
 	return c, err
@@ -60,23 +60,60 @@ const workerCacheBytes = 4 << 20
 // state without a round trip, until Redis invalidates the answer. A server
 // that cannot (no RESP3 or no client tracking) gets a client without it;
 // cached reports which.
+//
+// The client sends nothing a Redis user with only the worker's or the
+// operator's grants would be refused (docs/operations.md, Redis ACL): no
+// CLIENT SETINFO, client tracking only when cache is set, and cluster
+// discovery (CLUSTER SLOTS) only for a Cluster: a URL with ?addr= seeds,
+// or a server whose INFO says it runs in cluster mode.
 func connectRedis(rawURL string, cache bool) (c rueidis.Client, cached bool, err error) {
 	target, err := parseRedisURL(rawURL)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", envelope.RedactURL(rawURL), err)
 	}
 	opt := target.opt
-	opt.DisableCache = !cache
+	opt.ClientSetInfo = rueidis.DisableClientSetInfo
 	opt.CacheSizeEachConn = workerCacheBytes
-	c, err = rueidis.NewClient(opt)
-	if cache && errors.Is(err, rueidis.ErrNoCache) {
-		opt.DisableCache = true
-		c, err = rueidis.NewClient(opt)
+	opt.ForceSingleClient = len(opt.InitAddress) == 1
+	c, cached, err = newClient(opt, cache)
+	if err == nil && opt.ForceSingleClient && opt.DialCtxFn == nil {
+		var cluster bool
+		if cluster, err = clusterEnabled(c); err == nil && cluster {
+			c.Close()
+			opt.ForceSingleClient = false
+			c, cached, err = newClient(opt, cache)
+		} else if err != nil {
+			c.Close()
+		}
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("connecting to redis at %s: %w", envelope.RedactURL(rawURL), scrub(err, rawURL))
 	}
-	return c, !opt.DisableCache, nil
+	return c, cached, nil
+}
+
+// newClient makes a client on opt, caching if cache is set and the server
+// can.
+func newClient(opt rueidis.ClientOption, cache bool) (rueidis.Client, bool, error) {
+	opt.DisableCache = !cache
+	c, err := rueidis.NewClient(opt)
+	if cache && errors.Is(err, rueidis.ErrNoCache) {
+		opt.DisableCache = true
+		c, err = rueidis.NewClient(opt)
+	}
+	return c, err == nil && !opt.DisableCache, err
+}
+
+// clusterEnabled asks a server, with INFO (granted to every user of a
+// broker), whether it runs in cluster mode.
+func clusterEnabled(c rueidis.Client) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := c.Do(ctx, c.B().Info().Section("cluster").Build()).ToString()
+	if err != nil {
+		return false, fmt.Errorf("INFO cluster: %w", err)
+	}
+	return strings.Contains(info, "cluster_enabled:1"), nil
 }
 
 // redisExit is the exit status of an operator subcommand whose client could

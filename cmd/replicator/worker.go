@@ -130,12 +130,13 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
-	client, cached, err := connectRedis(cfg.RedisURL, true)
+	wantFleet, fleetWhy := wantFleetPacing(cfg)
+	client, cached, err := connectRedis(cfg.RedisURL, wantFleet)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	if !cached {
+	if wantFleet && !cached {
 		log.Info("this Redis does not offer client-side caching: every pacing decision for an unspaced host asks it")
 	}
 
@@ -177,7 +178,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		floors = robotsCache.Floors(table, interval)
 	}
 	fallback := policy.NewLocal(policy.LocalOptions{DefaultInterval: interval, Floors: floors, Lease: lease})
-	pacer := fleet.NewPacer(client, fleet.PacerOptions{Fallback: fallback, Logger: log})
+	pacer, fleetPacer := choosePacer(ctx, client, wantFleet, fleetWhy, fallback, log)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "replicator_pacer_tracked_hosts",
 		Help: "Hosts whose spacing or escalation this worker currently tracks.",
@@ -186,7 +187,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Name: "replicator_pacer_degraded",
 		Help: "1 while pacing decisions are made locally because Redis failed.",
 	}, func() float64 {
-		if pacer.Degraded() {
+		if fleetPacer != nil && fleetPacer.Degraded() {
 			return 1
 		}
 		return 0

@@ -201,15 +201,16 @@ func TestWorkerSpecUnpublishableFailureStillDeadLettered(t *testing.T) {
 	}
 }
 
-// TestWorkerSpecDeliveryCountUnreadable: a command whose handling panics,
-// handled by a Redis user that may not run XPENDING. docs/streams.md, Unclassified: "If the
-// count cannot be read, keep retrying" — it stays pending across several
-// reclaims, well past MaxDeliveryAttempts, and is never dead-lettered nor
-// announced.
-func TestWorkerSpecDeliveryCountUnreadable(t *testing.T) {
+// TestWorkerSpecCeilingWithoutXPENDING: a command whose handling panics,
+// handled by a Redis user that may run neither XPENDING nor XCLAIM nor a
+// script, as the production broker's worker user. docs/streams.md,
+// Unclassified: the ceiling counts failed handlings, so it still closes the
+// command, with handler_error and attempts, after MaxDeliveryAttempts
+// handlings, and then the dead letter.
+func TestWorkerSpecCeilingWithoutXPENDING(t *testing.T) {
 	r := testenv.StartRedis(t)
 	admin := newClient(t, []string{r.Addr})
-	acl := admin.B().Arbitrary("ACL", "SETUSER", "nopending").Args("on", ">pw", "~*", "&*", "+@all", "-xpending").Build()
+	acl := admin.B().Arbitrary("ACL", "SETUSER", "nopending").Args("on", ">pw", "~*", "&*", "+@all", "-xpending", "-xclaim", "-@scripting").Build()
 	if err := admin.Do(t.Context(), acl).Error(); err != nil {
 		t.Fatalf("ACL SETUSER: %v", err)
 	}
@@ -222,32 +223,32 @@ func TestWorkerSpecDeliveryCountUnreadable(t *testing.T) {
 	e := newEnv(t, limited, http.HandlerFunc(okBody))
 	wo := e.workerOptions()
 	wo.Loop.MaxDeliveryAttempts = 2
-	// More request slots than handlings, so this test does not depend on a
-	// panic returning its slot (TestWorkerSpecHandlerErrorAtDefaultCeiling
-	// checks that).
 	run := e.start(stackOptions{sink: panicSink{memory.New(memory.Options{})}, slots: 16}, wo)
-	// The worker keeps the limited client; the test reads the pending list
-	// as the admin.
+	// The worker keeps the limited client; the test reads as the admin.
 	e.client = admin
-	id := e.addModel(e.command("c-bug", e.url("w.test", "/bug")))
+	e.addModel(e.command("c-bug", e.url("w.test", "/bug")))
+	e.waitDLQ(1, 20*time.Second)
 
-	const handlings = 5 // 2.5 times the ceiling
-	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("%d handlings, each unable to read the delivery count", handlings), func() bool {
-		return e.origin.Count() >= handlings && e.deliveries(id) >= handlings &&
-			e.logs.Count("cannot read the delivery count") >= handlings
-	})
-	if dl := e.dlqNow(); len(dl) != 0 {
-		t.Errorf("dead letters = %v, want none while the delivery count cannot be read", dl)
+	facts := e.factsNow()
+	if len(facts) != 1 {
+		t.Fatalf("facts = %v, want one handler_error", facts)
 	}
-	if facts := e.factsNow(); len(facts) != 0 {
-		t.Errorf("facts = %v, want none while the delivery count cannot be read", facts)
+	if f, ok := facts[0].(*envelope.FetchFailed); !ok || f.Reason != envelope.ReasonHandlerError || f.Attempts == nil || *f.Attempts != 2 {
+		t.Errorf("fact = %+v, want handler_error with attempts 2", facts[0])
 	}
-	if got := e.owner(id); got == "" {
-		t.Errorf("c-bug is no longer pending")
+	if got := e.origin.Count(); got != 2 {
+		t.Errorf("origin saw %d requests, want 2 failed handlings", got)
+	}
+	denied, err := r.ACLDenials("nopending")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(denied) != 0 {
+		t.Errorf("the worker was refused %v; it must send only what it is granted", denied)
 	}
 	select {
 	case <-run.finished:
-		t.Errorf("Run returned %v; an unreadable delivery count is no reason to stop", run.err)
+		t.Errorf("Run returned %v", run.err)
 	default:
 	}
 }

@@ -274,7 +274,7 @@ func TestWorkerSurvivesRedisRestart(t *testing.T) {
 			b.stop()
 			testenv.Eventually(t, 10*time.Second, "the worker to notice the outage", func() bool {
 				logs := e.logs.String()
-				return strings.Contains(logs, "consume cycle failed") && strings.Contains(logs, "could not record a command's fate")
+				return strings.Contains(logs, "consume cycle failed") && strings.Contains(logs, "could not write a command's fate")
 			})
 			if err := b.start(); err != nil {
 				t.Fatal(err)

@@ -2,7 +2,6 @@ package consume
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"math"
@@ -29,18 +28,13 @@ type broker interface {
 	// scanning from cursor; deleted names entries trimmed while pending.
 	autoclaim(ctx context.Context, cursor string, count int) (next string, entries []Entry, deleted []string, err error)
 	// own tells, for each of ids, whether it is pending for this consumer,
-	// renewing the claim on each that is (see own.lua).
+	// renewing the claim on each that is (see redeliver).
 	own(ctx context.Context, ids []string) ([]ownership, error)
 	ack(ctx context.Context, ids ...string) error
-	// deliveries reads the times-delivered of an entry pending for this
-	// consumer; errNotPending when it is not.
-	deliveries(ctx context.Context, id string) (int, error)
 	// entry re-reads one entry by id; ok is false when it is gone.
 	entry(ctx context.Context, id string) (fields []Field, ok bool, err error)
 	deadLetter(ctx context.Context, id string, fields []Field, reason string) error
-	// giveBack undoes one delivery of each id still pending here.
-	giveBack(ctx context.Context, ids []string) error
-	// recall claims again the ids still pending here (see recall.go).
+	// recall delivers again the ids still pending here (see recall.go).
 	recall(ctx context.Context, ids []string) (entries []Entry, trimmed []string, err error)
 	// seen reports, per command_id, whether its dedupe key exists.
 	seen(ctx context.Context, commandIDs []string) ([]bool, []error)
@@ -56,10 +50,6 @@ type broker interface {
 // data); the loop recreates it.
 var errNoGroup = errors.New("consume: consumer group is gone")
 
-// errNotPending means an entry is not in the group's pending list for this
-// consumer.
-var errNotPending = errors.New("consume: entry is not pending for this consumer")
-
 // ownership is what own found of one entry.
 type ownership int
 
@@ -74,24 +64,8 @@ const (
 	trimmed ownership = -1
 )
 
-// maxIDs bounds the ids of one XCLAIM, XACK or give-back.
+// maxIDs bounds the ids of one XACK, and the reads of one pipeline.
 const maxIDs = 256
-
-// giveBackScript undoes one delivery of each entry it is given. See
-// giveback.lua.
-//
-//go:embed giveback.lua
-var giveBackLua string
-
-var giveBackScript = rueidis.NewLuaScript(giveBackLua)
-
-// ownScript checks and renews this consumer's claim on entries. See
-// own.lua.
-//
-//go:embed own.lua
-var ownLua string
-
-var ownScript = rueidis.NewLuaScript(ownLua)
 
 // redisBroker is the broker on a rueidis client.
 type redisBroker struct {
@@ -124,9 +98,13 @@ func (b *redisBroker) createGroup(ctx context.Context, id string) error {
 	return nil
 }
 
+// read is a blocking XREADGROUP. A read cut short by ctx closes its
+// connection rather than freeing it with CLIENT UNBLOCK, which a broker's
+// worker user is not granted (docs/operations.md, Redis ACL): that happens
+// only at shutdown and during an outage.
 func (b *redisBroker) read(ctx context.Context, count int, block time.Duration) ([]Entry, error) {
 	cmd := b.client.B().Xreadgroup().Group(b.o.Group, b.o.Consumer).Count(int64(count)).
-		Block(max(block.Milliseconds(), 1)).Streams().Key(b.o.Stream).Id(">").Build().UnblockOnCancel()
+		Block(max(block.Milliseconds(), 1)).Streams().Key(b.o.Stream).Id(">").Build()
 	res, err := b.client.Do(ctx, cmd).AsXReadSlices()
 	switch {
 	case err == nil:
@@ -173,25 +151,72 @@ func (b *redisBroker) autoclaim(ctx context.Context, cursor string, count int) (
 }
 
 func (b *redisBroker) own(ctx context.Context, ids []string) ([]ownership, error) {
-	if len(ids) == 0 {
-		return nil, nil
+	got, err := b.redeliver(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("consume: ownership check on %s: %w", b.o.Stream, err)
 	}
-	states := make([]ownership, 0, len(ids))
+	states := make([]ownership, len(got))
+	for i, e := range got {
+		states[i] = e.state
+	}
+	return states, nil
+}
+
+// redelivery is what redeliver found of one id.
+type redelivery struct {
+	state  ownership
+	fields []Field // the entry's fields, when owned
+}
+
+// redeliver reads each of ids again from this consumer's own pending list
+// (XREADGROUP … STREAMS <stream> <the id before it> COUNT 1), all in one
+// pipeline. A read of the pending list delivers the entry again: its idle
+// time starts over, so no reclaim elsewhere can take it for
+// ClaimMinIdle, and it is only ever this consumer's own pending entry that
+// the read returns, never another consumer's. So one granted command both
+// tells whether the entry is still pending here and renews the claim on
+// it, in one step on the server (docs/streams.md, Holding commands). An
+// entry pending here but trimmed from the stream comes back without
+// fields; one acked, or taken by another consumer, does not come back (the
+// read returns the next entry pending here, or none).
+func (b *redisBroker) redeliver(ctx context.Context, ids []string) ([]redelivery, error) {
+	out := make([]redelivery, 0, len(ids))
 	for chunk := range chunks(ids, maxIDs) {
-		args := append([]string{b.o.Group, b.o.Consumer}, chunk...)
-		got, err := ownScript.Exec(ctx, b.client, []string{b.o.Stream}, args).AsIntSlice()
-		if err != nil {
-			return nil, fmt.Errorf("consume: ownership check on %s: %w", b.o.Stream, noGroup(err))
+		cmds := make(rueidis.Commands, len(chunk))
+		for i, id := range chunk {
+			cmds[i] = b.client.B().Xreadgroup().Group(b.o.Group, b.o.Consumer).Count(1).
+				Streams().Key(b.o.Stream).Id(idBefore(id)).Build()
 		}
-		if len(got) != len(chunk) {
-			return nil, fmt.Errorf("consume: ownership check on %s: %d answers for %d entries", b.o.Stream, len(got), len(chunk))
-		}
-		for _, n := range got {
-			states = append(states, ownership(n))
+		for i, r := range b.client.DoMulti(ctx, cmds...) {
+			got, err := r.AsXReadSlices()
+			if err != nil && !rueidis.IsRedisNil(err) {
+				return nil, noGroup(err)
+			}
+			e := redelivery{state: taken}
+			if es := got[b.o.Stream]; len(es) > 0 && es[0].ID == chunk[i] {
+				e.state = trimmed
+				if es[0].FieldValues != nil {
+					e.state, e.fields = owned, fields(es[0].FieldValues)
+				}
+			}
+			out = append(out, e)
 		}
 	}
 	b.ok()
-	return states, nil
+	return out, nil
+}
+
+// idBefore is the stream id just before id ("ms-seq"), so that a read
+// "after" it starts at id.
+func idBefore(id string) string {
+	ms, seq := splitID(id)
+	switch {
+	case seq > 0:
+		return fmt.Sprintf("%d-%d", ms, seq-1)
+	case ms > 0:
+		return fmt.Sprintf("%d-%d", ms-1, uint64(math.MaxUint64))
+	}
+	return "0-0"
 }
 
 func (b *redisBroker) ack(ctx context.Context, ids ...string) error {
@@ -203,28 +228,6 @@ func (b *redisBroker) ack(ctx context.Context, ids ...string) error {
 	}
 	b.ok()
 	return nil
-}
-
-func (b *redisBroker) deliveries(ctx context.Context, id string) (int, error) {
-	cmd := b.client.B().Xpending().Key(b.o.Stream).Group(b.o.Group).Start(id).End(id).Count(1).Consumer(b.o.Consumer).Build()
-	arr, err := b.client.Do(ctx, cmd).ToArray()
-	if err != nil {
-		return 0, fmt.Errorf("consume: XPENDING %s %s: %w", b.o.Stream, id, err)
-	}
-	if len(arr) == 0 {
-		b.ok()
-		return 0, fmt.Errorf("%w: %s", errNotPending, id)
-	}
-	e, err := arr[0].ToArray()
-	if err != nil || len(e) < 4 {
-		return 0, fmt.Errorf("consume: XPENDING %s %s: unexpected reply", b.o.Stream, id)
-	}
-	n, err := e[3].AsInt64()
-	if err != nil {
-		return 0, fmt.Errorf("consume: XPENDING %s %s: times-delivered: %w", b.o.Stream, id, err)
-	}
-	b.ok()
-	return int(n), nil
 }
 
 func (b *redisBroker) entry(ctx context.Context, id string) ([]Field, bool, error) {
@@ -255,16 +258,6 @@ func (b *redisBroker) deadLetter(ctx context.Context, id string, fields []Field,
 		return fmt.Errorf("consume: XADD %s: %w", b.o.DLQStream, err)
 	}
 	b.ok()
-	return nil
-}
-
-func (b *redisBroker) giveBack(ctx context.Context, ids []string) error {
-	for chunk := range chunks(ids, maxIDs) {
-		args := append([]string{b.o.Group, b.o.Consumer}, chunk...)
-		if err := giveBackScript.Exec(ctx, b.client, []string{b.o.Stream}, args).Error(); err != nil {
-			return fmt.Errorf("consume: give back on %s: %w", b.o.Stream, err)
-		}
-	}
 	return nil
 }
 

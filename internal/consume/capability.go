@@ -139,6 +139,10 @@ type Held[C any] struct {
 
 	state heldState
 	lost  bool // another consumer took it, or it was trimmed
+
+	// What of its fate is written, so a fate tried again writes each step
+	// once: its fact, its dedupe key, its dead letter.
+	published, remembered, deadLettered bool
 }
 
 type heldState int

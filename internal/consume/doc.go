@@ -12,13 +12,13 @@
 // transient failures as well as crash recovery. A group found gone later
 // is recreated where the loop left off: after the newest entry it has
 // read, or at 0. Entries trimmed from the stream while pending are logged
-// and acked away. Every command held in memory is kept owned (own.lua:
-// XPENDING, then XCLAIM … JUSTID, in one script) well inside ClaimMinIdle,
-// so no other consumer reclaims it while it waits; one found taken is
-// dropped.
+// and acked away. Every command held in memory is kept owned well inside
+// ClaimMinIdle by reading it again from this consumer's own pending list
+// (XREADGROUP … <the id before it>), which renews the claim and can never
+// take an entry from another consumer; one found taken is dropped.
 // An entry the Scheduler turns away stays pending for this consumer; the
-// loop takes back the ones the Scheduler recalls as soon as they fit,
-// claiming each again only while it is still pending here (recall.lua).
+// loop takes back the ones the Scheduler recalls as soon as they fit, by
+// the same read.
 //
 // # Triage
 //
@@ -36,18 +36,28 @@
 //	Complete      fact (if any), then dedupe key, then ack
 //	Close         terminal fact (a failure to publish is logged), then dead letter
 //	Retry         nothing written; pending until the reclaim, the delivery given back
-//	Unclassified  pending; at Options.MaxDeliveryAttempts deliveries the
-//	              capability's handler_error fact, then the dead letter
+//	Unclassified  pending; at Options.MaxDeliveryAttempts failed handlings
+//	              the capability's handler_error fact, then the dead letter
 //
 // Before any of it, the loop confirms that the delivery is still pending
-// for this consumer and renews its claim (own.lua); one taken by another
-// consumer gets nothing written. A crash anywhere may repeat a fact, never
-// announce one whose command was not handled. Completed commands have
-// their ownership checked and their facts, dedupe keys and acks written in
-// batches, one round trip per step, each command's steps still in order. A
-// delivery that ends Retry, or an entry left pending unhandled, has its
-// delivery count given back (XCLAIM RETRYCOUNT), so only failed handlings
-// count toward the ceiling.
+// for this consumer and renews its claim (the same read); one taken by
+// another consumer gets nothing written. A crash anywhere may repeat a
+// fact, never announce one whose command was not handled. Completed
+// commands have their ownership checked and their facts, dedupe keys and
+// acks written in batches, one round trip per step, each command's steps
+// still in order. A fate that cannot be written is written again after a
+// back-off, each step once, while the loop takes no new command: the
+// outcome was earned once, and the origin is not asked again. The delivery
+// ceiling counts failed handlings in this worker's memory (ceiling.go).
+//
+// # Least privilege
+//
+// The loop sends only XGROUP CREATE, XREADGROUP, XAUTOCLAIM, XACK, XRANGE,
+// XADD (facts and dead letters), EXISTS and SET (dedupe keys): no script,
+// no XPENDING, no XCLAIM, so it runs as a Redis user with exactly the
+// grants of docs/operations.md, "Redis ACL". A refused command (NOPERM)
+// is broker trouble like any other: the loop backs off, and no command is
+// closed for it.
 //
 // # Broker trouble
 //

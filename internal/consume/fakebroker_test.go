@@ -44,8 +44,8 @@ var errInjected = errors.New("injected broker failure")
 
 // fakeBroker is a broker in memory: the command stream and its group's
 // pending list, the facts and dead-letter streams and the dedupe keys,
-// modelled on the Redis commands the redisBroker sends (XREADGROUP,
-// XAUTOCLAIM, own.lua, giveback.lua, XACK, XPENDING, SET NX…), so a Loop
+// modelled on the Redis commands the redisBroker sends (XREADGROUP, a
+// read of this consumer's own pending list, XAUTOCLAIM, XACK, SET NX…), so a Loop
 // runs on it without a redis-server. It serves consumer; other consumers
 // appear only as owners of entries taken from it. The group's last
 // delivered id starts at 0; createGroup changes nothing.
@@ -105,6 +105,16 @@ func (b *fakeBroker) fault(method string, f func(context.Context) error) {
 // fail makes method fail with errInjected.
 func (b *fakeBroker) fail(method string) {
 	b.fault(method, func(context.Context) error { return errInjected })
+}
+
+// failOnce makes method's next call fail with errInjected.
+func (b *fakeBroker) failOnce(method string) {
+	var once sync.Once
+	b.fault(method, func(context.Context) error {
+		err := error(nil)
+		once.Do(func() { err = errInjected })
+		return err
+	})
 }
 
 func (b *fakeBroker) faulted(ctx context.Context, method string) error {
@@ -239,9 +249,10 @@ func (b *fakeBroker) autoclaim(ctx context.Context, _ string, count int) (string
 	return "0-0", claimed, deleted, nil
 }
 
-// recall is recall.lua: each id still pending here is claimed again (one
-// more delivery) and returned, or named trimmed when the stream lost it;
-// one pending elsewhere, or acked, is left alone.
+// recall reads each id again from this consumer's pending list: one still
+// pending here is delivered again (one more delivery) and returned, or
+// named trimmed when the stream lost it; one pending elsewhere, or acked,
+// is left alone.
 func (b *fakeBroker) recall(ctx context.Context, ids []string) ([]Entry, []string, error) {
 	if err := b.faulted(ctx, "recall"); err != nil {
 		return nil, nil, err
@@ -286,9 +297,9 @@ func (b *fakeBroker) pendingIDs() []string {
 	return ids
 }
 
-// own is own.lua: owned (and busy again) when pending here; trimmed (and
-// dropped from the pending list) when pending here but gone from the
-// stream; taken otherwise.
+// own reads each id again from this consumer's pending list: owned (busy
+// again, one more delivery) when pending here; trimmed when pending here
+// but gone from the stream; taken otherwise.
 func (b *fakeBroker) own(ctx context.Context, ids []string) ([]ownership, error) {
 	if err := b.faulted(ctx, "own"); err != nil {
 		return nil, err
@@ -302,10 +313,9 @@ func (b *fakeBroker) own(ctx context.Context, ids []string) ([]ownership, error)
 		case p == nil || p.consumer != b.consumer:
 			out[i] = taken
 		case !ok:
-			delete(b.pel, id)
 			out[i] = trimmed
 		default:
-			p.idle = false
+			p.deliveries, p.idle = p.deliveries+1, false
 			out[i] = owned
 		}
 	}
@@ -325,18 +335,6 @@ func (b *fakeBroker) ack(ctx context.Context, ids ...string) error {
 	return nil
 }
 
-func (b *fakeBroker) deliveries(ctx context.Context, id string) (int, error) {
-	if err := b.faulted(ctx, "deliveries"); err != nil {
-		return 0, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if p := b.pel[id]; p != nil && p.consumer == b.consumer {
-		return p.deliveries, nil
-	}
-	return 0, fmt.Errorf("%w: %s", errNotPending, id)
-}
-
 func (b *fakeBroker) entry(ctx context.Context, id string) ([]Field, bool, error) {
 	if err := b.faulted(ctx, "entry"); err != nil {
 		return nil, false, err
@@ -354,23 +352,6 @@ func (b *fakeBroker) deadLetter(ctx context.Context, id string, fields []Field, 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.dlq = append(b.dlq, fakeLetter{id: id, reason: reason, fields: slices.Clone(fields)})
-	return nil
-}
-
-// giveBack is giveback.lua: one delivery fewer for each id pending here
-// and still in the stream.
-func (b *fakeBroker) giveBack(ctx context.Context, ids []string) error {
-	if err := b.faulted(ctx, "giveBack"); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, id := range ids {
-		p := b.pel[id]
-		if _, ok := b.find(id); ok && p != nil && p.consumer == b.consumer && p.deliveries > 0 {
-			p.deliveries--
-		}
-	}
 	return nil
 }
 
@@ -577,19 +558,6 @@ func (r *recorder) ack(ctx context.Context, ids ...string) error {
 	return err
 }
 
-func (r *recorder) deliveries(ctx context.Context, id string) (int, error) {
-	n, err := r.broker.deliveries(ctx, id)
-	switch {
-	case errors.Is(err, errNotPending):
-		r.log("deliveries "+id+" → not pending", false)
-	case err == nil:
-		r.log(fmt.Sprintf("deliveries %s → %d", id, n), false)
-	default:
-		r.log("deliveries "+id, true)
-	}
-	return n, err
-}
-
 func (r *recorder) entry(ctx context.Context, id string) ([]Field, bool, error) {
 	fields, ok, err := r.broker.entry(ctx, id)
 	call := "entry " + id
@@ -607,12 +575,6 @@ func (r *recorder) entry(ctx context.Context, id string) ([]Field, bool, error) 
 func (r *recorder) deadLetter(ctx context.Context, id string, fields []Field, reason string) error {
 	err := r.broker.deadLetter(ctx, id, fields, reason)
 	r.log("deadLetter "+id+" "+reason, err != nil)
-	return err
-}
-
-func (r *recorder) giveBack(ctx context.Context, ids []string) error {
-	err := r.broker.giveBack(ctx, ids)
-	r.log(join("giveBack", ids...), err != nil)
 	return err
 }
 

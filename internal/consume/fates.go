@@ -12,72 +12,78 @@ import (
 	"github.com/replicator-go/replicator/envelope"
 )
 
-// close gives a handled command its fate. A write that fails leaves the
-// entry pending: it returns through the reclaim, and the cycle counts as
-// failed. Nothing is written for a delivery this consumer no longer owns:
-// its owner writes the fate (docs/streams.md, Fates).
-func (r *run[C, R]) close(h *Held[C], f Fate) {
+// close gives a handled command its fate, and reports whether it is
+// settled: written, left to the consumer that owns the entry now, or with
+// nothing to write. A write that fails leaves it unsettled and the cycle
+// counts as failed; the handler writes it again (see handle), and what
+// was written is not written twice (docs/streams.md, Fates).
+func (r *run[C, R]) close(h *Held[C], f Fate) bool {
 	l := r.l
 	if f.Kind == Complete {
 		// Fact, then dedupe key, then ack: a crash in between repeats the
 		// fact, never loses it. Unlike a failure's fact, this one is not
 		// swallowed: no dead letter would stand in for it.
-		r.complete(h, f.Fact)
-		return
+		return r.complete(h, f.Fact)
 	}
 	ctx, cancel := context.WithTimeout(r.writeCtx, fateTimeout)
 	defer cancel()
 	switch f.Kind {
 	case Close:
-		if !r.stillOwned(ctx, h) {
-			return
+		mine, ok := r.stillOwned(ctx, h)
+		if !ok || !mine {
+			return ok
 		}
-		if f.Fact != nil {
-			r.announce(ctx, h.ID, h.CommandID, f.Reason, f.Fact)
-		}
-		start := l.clock.now()
-		if err := r.deadLetter(ctx, h.ID, h.Fields, f.Reason, f.Err, h.Attrs); err != nil {
-			r.fateError(ctx, h, "dlq", start, err)
-		}
+		return r.closeWith(ctx, h, f.Reason, f.Fact, f.Err)
 	case Unclassified:
-		attempts, err := l.b.deliveries(ctx, h.ID)
-		if errors.Is(err, errNotPending) {
-			r.leftToOwner(ctx, []*Held[C]{h})
-			return
-		}
-		if err != nil {
-			l.o.Metrics.brokerFailure("pending")
-			l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "cannot read the delivery count; leaving the command pending",
-				append(commandAttrs(h), slog.String("error", err.Error()))...)
-			return
-		}
+		attempts := r.failures.add(h.ID, l.clock.now())
 		if attempts < l.o.MaxDeliveryAttempts {
 			l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "unclassified failure; leaving the command pending for redelivery",
 				append(commandAttrs(h), slog.Int("attempts", attempts), slog.Int("max_delivery_attempts", l.o.MaxDeliveryAttempts))...)
-			return
+			return true
 		}
-		if !r.stillOwned(ctx, h) {
-			return
+		mine, ok := r.stillOwned(ctx, h)
+		if !ok || !mine {
+			return ok
 		}
 		detail, _, _ := strings.Cut(errString(f.Err), "\n") // the stack stays in the log
-		fact := l.cap.HandlerError(h.Command, attempts, detail, l.clock.now())
-		reason := "handler_error"
-		r.announce(ctx, h.ID, h.CommandID, reason, fact)
-		start := l.clock.now()
-		if err := r.deadLetter(ctx, h.ID, h.Fields, reason, f.Err, h.Attrs); err != nil {
-			r.fateError(ctx, h, "dlq", start, err)
+		if !r.closeWith(ctx, h, "handler_error", l.cap.HandlerError(h.Command, attempts, detail, l.clock.now()), f.Err) {
+			return false
 		}
-	case Retry:
-		// Nothing is written; the entry returns through the reclaim, and
-		// this delivery does not count toward the ceiling.
-		r.giveBack(ctx, h.ID)
+		r.failures.forget(h.ID)
 	}
+	// Retry: nothing is written; the entry returns through the reclaim.
+	return true
 }
 
-// stillOwned is own for one command about to be closed.
-func (r *run[C, R]) stillOwned(ctx context.Context, h *Held[C]) bool {
-	mine := r.own(ctx, []*Held[C]{h})
-	return len(mine) == 1 && mine[0]
+// closeWith announces a terminal failure (once: a failure to publish it is
+// logged and swallowed), then dead-letters the command (once) and acks it.
+func (r *run[C, R]) closeWith(ctx context.Context, h *Held[C], reason string, fact envelope.Model, cause error) bool {
+	if fact != nil && !h.published {
+		r.announce(ctx, h.ID, h.CommandID, reason, fact)
+		h.published = true
+	}
+	start := r.l.clock.now()
+	if !h.deadLettered {
+		if err := r.l.b.deadLetter(ctx, h.ID, h.Fields, reason); err != nil {
+			r.fateError(ctx, h, "dlq", start, err)
+			return false
+		}
+		h.deadLettered = true
+		r.l.o.Metrics.deadLettered(reason)
+	}
+	if err := r.l.b.ack(ctx, h.ID); err != nil {
+		r.fateError(ctx, h, "ack", start, err)
+		return false
+	}
+	r.logDeadLetter(ctx, h.ID, reason, cause, h.Attrs)
+	return true
+}
+
+// stillOwned is own for one command about to be closed: mine tells
+// whether this consumer owns it, ok whether that could be told.
+func (r *run[C, R]) stillOwned(ctx context.Context, h *Held[C]) (mine, ok bool) {
+	m := r.own(ctx, []*Held[C]{h})
+	return len(m) == 1 && m[0], m != nil
 }
 
 // own confirms, right before their fates are written, which of hs this
@@ -146,7 +152,7 @@ func (r *run[C, R]) fateError(ctx context.Context, h *Held[C], op string, since 
 		r.l.o.Metrics.brokerFailure(op)
 	}
 	r.fates.add(failure{op: op, since: since, err: err})
-	r.l.o.Logger.LogAttrs(ctx, slog.LevelError, "could not record a command's fate; it stays pending",
+	r.l.o.Logger.LogAttrs(ctx, slog.LevelError, "could not write a command's fate; writing it again after a back-off",
 		append(commandAttrs(h), slog.String("op", op), slog.String("error", err.Error()))...)
 }
 
@@ -199,6 +205,9 @@ type completion[C any] struct {
 	// lead tells the waiting submitter whether it must write the next
 	// batch (true) or its fate has been written or has failed (false).
 	lead chan bool
+	// settled is set by the batch's writer when the fate is written, or
+	// left to the entry's owner; the submitter reads it after lead.
+	settled bool
 }
 
 // committer batches completions. The first submitter to find it idle
@@ -212,9 +221,9 @@ type committer[C any] struct {
 }
 
 // complete gives a Complete command its fate, batched with any others
-// completing at the same time. A failed write is logged and counted, and
-// leaves the command pending, as a single write would.
-func (r *run[C, R]) complete(h *Held[C], fact envelope.Model) {
+// completing at the same time, and reports whether it is settled (see
+// close). A failed write is logged and counted, as a single write would be.
+func (r *run[C, R]) complete(h *Held[C], fact envelope.Model) bool {
 	c := &completion[C]{h: h, fact: fact, lead: make(chan bool, 1)}
 	cm := &r.commit
 	cm.mu.Lock()
@@ -222,7 +231,7 @@ func (r *run[C, R]) complete(h *Held[C], fact envelope.Model) {
 	if cm.writing {
 		cm.mu.Unlock()
 		if !<-c.lead {
-			return
+			return c.settled
 		}
 		cm.mu.Lock()
 	}
@@ -249,11 +258,14 @@ func (r *run[C, R]) complete(h *Held[C], fact envelope.Model) {
 	if next != nil {
 		next.lead <- true
 	}
+	return c.settled
 }
 
 // writeFates confirms that this consumer still owns the batch's
 // deliveries, then writes the facts of those it owns, then the dedupe keys
-// of those whose fact was written, then acks those whose key was set.
+// of those whose fact was written, then acks those whose key was set. A
+// step already written for a command (an earlier try of its fate) is not
+// written again.
 func (r *run[C, R]) writeFates(batch []*completion[C]) {
 	l := r.l
 	ctx, cancel := context.WithTimeout(r.writeCtx, fateTimeout)
@@ -264,6 +276,9 @@ func (r *run[C, R]) writeFates(batch []*completion[C]) {
 		hs[i] = c.h
 	}
 	mine := r.own(ctx, hs)
+	if mine == nil {
+		return // the check failed: nothing is settled
+	}
 	start := l.clock.now()
 	pending := make([]*completion[C], 0, len(batch))
 	var (
@@ -272,40 +287,47 @@ func (r *run[C, R]) writeFates(batch []*completion[C]) {
 	)
 	for i, c := range batch {
 		switch {
-		case mine == nil || !mine[i]:
-		case c.fact == nil:
+		case !mine[i]:
+			c.settled = true // left to its owner
+		case c.fact == nil || c.h.published:
 			pending = append(pending, c)
 		default:
 			facts = append(facts, c.fact)
 			owners = append(owners, c)
 		}
 	}
-	if len(facts) == 0 && len(pending) == 0 {
-		return // nothing owned here any more
-	}
 	for i, err := range l.b.publishAll(ctx, facts) {
 		if err != nil {
 			r.fateError(ctx, owners[i].h, "publish", start, err)
 			continue
 		}
+		owners[i].h.published = true
 		pending = append(pending, owners[i])
 	}
 
-	cmdIDs := make([]string, len(pending))
-	entryIDs := make([]string, len(pending))
-	for i, c := range pending {
-		cmdIDs[i], entryIDs[i] = c.h.CommandID, c.h.ID
+	var cmdIDs, entryIDs []string
+	var unset []*completion[C]
+	for _, c := range pending {
+		if !c.h.remembered {
+			cmdIDs, entryIDs = append(cmdIDs, c.h.CommandID), append(entryIDs, c.h.ID)
+			unset = append(unset, c)
+		}
 	}
-	ids := make([]string, 0, len(pending))
-	remembered := make([]*completion[C], 0, len(pending))
 	start = l.clock.now()
 	for i, err := range l.b.rememberAll(ctx, cmdIDs, entryIDs) {
 		if err != nil {
-			r.fateError(ctx, pending[i].h, "dedupe", start, err)
+			r.fateError(ctx, unset[i].h, "dedupe", start, err)
 			continue
 		}
-		ids = append(ids, pending[i].h.ID)
-		remembered = append(remembered, pending[i])
+		unset[i].h.remembered = true
+	}
+	ids := make([]string, 0, len(pending))
+	remembered := make([]*completion[C], 0, len(pending))
+	for _, c := range pending {
+		if c.h.remembered {
+			ids = append(ids, c.h.ID)
+			remembered = append(remembered, c)
+		}
 	}
 	if len(ids) == 0 {
 		return
@@ -315,5 +337,9 @@ func (r *run[C, R]) writeFates(batch []*completion[C]) {
 		for _, c := range remembered {
 			r.fateError(ctx, c.h, "ack", start, err)
 		}
+		return
+	}
+	for _, c := range remembered {
+		c.settled = true
 	}
 }

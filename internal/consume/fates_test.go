@@ -57,8 +57,9 @@ type fateCase struct {
 	// stop: Run is cancelled while the first command is in the handler,
 	// which is let go once the loop is stopping.
 	stop bool
-	// fail names fake broker methods that fail.
-	fail []string
+	// fail names fake broker methods that fail; failOnce, methods whose
+	// first call fails.
+	fail, failOnce []string
 	// fakeOnly says why the case cannot run on Redis.
 	fakeOnly string
 
@@ -102,35 +103,45 @@ var fateCases = []fateCase{
 		state:   fateState{Facts: []string{"a:http_status"}, DLQ: []string{"1-1 http_status"}},
 		handled: []string{"a"}, observed: []string{"a"},
 	},
-	// Retry: nothing written, the delivery given back.
+	// Retry: nothing written.
 	{
 		name:    "transient",
 		entries: []testEntry{{id: "1-1", key: "a", plan: planTransient}},
-		calls:   []string{"read 1-1", "seen a → no", "giveBack 1-1"},
-		state:   fateState{Pending: []string{"1-1 c 0"}},
+		calls:   []string{"read 1-1", "seen a → no"},
+		state:   fateState{Pending: []string{"1-1 c 1"}},
 		handled: []string{"a"}, observed: []string{"a"},
 	},
 	{
 		name:    "transient after a reclaim",
 		entries: []testEntry{{id: "1-1", key: "a", plan: planTransient, pending: 3}},
-		calls:   []string{"autoclaim 1-1", "seen a → no", "giveBack 1-1"},
-		state:   fateState{Pending: []string{"1-1 c 3"}},
+		calls:   []string{"autoclaim 1-1", "seen a → no"},
+		state:   fateState{Pending: []string{"1-1 c 4"}},
 		handled: []string{"a"}, observed: []string{"a"},
 	},
 	// Unclassified: pending until the delivery ceiling, then the
-	// handler_error fact and the dead letter.
+	// handler_error fact and the dead letter. The ceiling counts failed
+	// handlings (ceiling.go), not Redis's deliveries.
 	{
 		name:    "unclassified below the delivery ceiling",
 		entries: []testEntry{{id: "1-1", key: "a", plan: planUnclassified}},
-		calls:   []string{"read 1-1", "seen a → no", "deliveries 1-1 → 1"},
+		calls:   []string{"read 1-1", "seen a → no"},
 		state:   fateState{Pending: []string{"1-1 c 1"}},
 		handled: []string{"a"}, observed: []string{"a"},
 		logs: []string{"unclassified failure; leaving the command pending for redelivery"},
 	},
 	{
+		name:    "unclassified, delivered often but failed once",
+		entries: []testEntry{{id: "1-1", key: "a", plan: planUnclassified, pending: 4}},
+		calls:   []string{"autoclaim 1-1", "seen a → no"},
+		state:   fateState{Pending: []string{"1-1 c 5"}},
+		handled: []string{"a"}, observed: []string{"a"},
+		logs: []string{`"attempts":1`},
+	},
+	{
 		name:    "unclassified at the delivery ceiling",
 		entries: []testEntry{{id: "1-1", key: "a", plan: planUnclassified, pending: 4}},
-		calls: []string{"autoclaim 1-1", "seen a → no", "deliveries 1-1 → 5", "own 1-1 → owned",
+		opts:    func(o *Options) { o.MaxDeliveryAttempts = 1 },
+		calls: []string{"autoclaim 1-1", "seen a → no", "own 1-1 → owned",
 			"publish a:handler_error", "deadLetter 1-1 handler_error", "ack 1-1"},
 		state:   fateState{Facts: []string{"a:handler_error"}, DLQ: []string{"1-1 handler_error"}},
 		handled: []string{"a"}, observed: []string{"a"},
@@ -139,7 +150,7 @@ var fateCases = []fateCase{
 		name:    "handler panic at the delivery ceiling",
 		entries: []testEntry{{id: "1-1", key: "a", plan: planPanic}},
 		opts:    func(o *Options) { o.MaxDeliveryAttempts = 1 },
-		calls: []string{"read 1-1", "seen a → no", "deliveries 1-1 → 1", "own 1-1 → owned",
+		calls: []string{"read 1-1", "seen a → no", "own 1-1 → owned",
 			"publish a:handler_error", "deadLetter 1-1 handler_error", "ack 1-1"},
 		state:   fateState{Facts: []string{"a:handler_error"}, DLQ: []string{"1-1 handler_error"}},
 		handled: []string{"a"}, observed: []string{"a"},
@@ -214,9 +225,9 @@ var fateCases = []fateCase{
 			{id: "1-1", key: "a", plan: planStored},
 			{id: "1-2", key: "a", plan: planStored},
 		},
-		calls: []string{"read 1-1 1-2", "seen a a → no no", "giveBack 1-2", "own 1-1 → owned",
+		calls: []string{"read 1-1 1-2", "seen a a → no no", "own 1-1 → owned",
 			"publishAll a:stored", "rememberAll a=1-1", "ack 1-1"},
-		state:   fateState{Facts: []string{"a:stored"}, Dedupe: []string{"a=1-1"}, Pending: []string{"1-2 c 0"}},
+		state:   fateState{Facts: []string{"a:stored"}, Dedupe: []string{"a=1-1"}, Pending: []string{"1-2 c 1"}},
 		handled: []string{"a"}, observed: []string{"a"},
 	},
 	{
@@ -262,15 +273,15 @@ var fateCases = []fateCase{
 	{
 		name:    "taken elsewhere: unclassified",
 		entries: []testEntry{{id: "1-1", key: "a", plan: planUnclassified, takeDuring: true}},
-		calls:   []string{"read 1-1", "seen a → no", "deliveries 1-1 → not pending"},
+		calls:   []string{"read 1-1", "seen a → no"},
 		state:   fateState{Pending: []string{"1-1 other 2"}},
 		handled: []string{"a"}, observed: []string{"a"},
-		logs: []string{"no longer owns a handled command; its fate is left to its owner"},
+		logs: []string{"unclassified failure; leaving the command pending for redelivery"},
 	},
 	{
 		name:    "taken elsewhere: transient",
 		entries: []testEntry{{id: "1-1", key: "a", plan: planTransient, takeDuring: true}},
-		calls:   []string{"read 1-1", "seen a → no", "giveBack 1-1"},
+		calls:   []string{"read 1-1", "seen a → no"},
 		state:   fateState{Pending: []string{"1-1 other 2"}},
 		handled: []string{"a"}, observed: []string{"a"},
 	},
@@ -294,8 +305,8 @@ var fateCases = []fateCase{
 		entries: []testEntry{{id: "1-1", key: "a", plan: planWait}},
 		opts:    func(o *Options) { o.DrainTimeout = time.Millisecond },
 		stop:    true,
-		calls:   []string{"read 1-1", "seen a → no", "giveBack 1-1"},
-		state:   fateState{Pending: []string{"1-1 c 0"}},
+		calls:   []string{"read 1-1", "seen a → no"},
+		state:   fateState{Pending: []string{"1-1 c 1"}},
 		handled: []string{"a"}, observed: []string{"a"},
 		logs: []string{"handlings outlived the drain timeout"},
 	},
@@ -303,57 +314,60 @@ var fateCases = []fateCase{
 		name:    "drain: a handling the Scheduler would park is not requeued",
 		entries: []testEntry{{id: "1-1", key: "a", plan: planPark + "," + planStored}},
 		stop:    true,
-		calls:   []string{"read 1-1", "seen a → no", "giveBack 1-1"},
-		state:   fateState{Pending: []string{"1-1 c 0"}},
+		calls:   []string{"read 1-1", "seen a → no"},
+		state:   fateState{Pending: []string{"1-1 c 1"}},
 		handled: []string{"a"}, observed: []string{"a"},
 	},
-	// A failed write leaves the command pending, and nothing after it in
-	// its fate is written.
+	// A failed write stops the fate there; the handler writes it again
+	// after a back-off (settle), each step once, and the command is not
+	// handled again.
 	{
 		name:     "dedupe check fails",
 		entries:  []testEntry{{id: "1-1", key: "a", plan: planStored}},
 		fail:     []string{"seen"},
 		fakeOnly: "it injects a failure",
-		calls:    []string{"read 1-1", "seen a → failed", "giveBack 1-1"},
-		state:    fateState{Pending: []string{"1-1 c 0"}},
+		calls:    []string{"read 1-1", "seen a → failed"},
+		state:    fateState{Pending: []string{"1-1 c 1"}},
 	},
 	{
 		name:     "ownership check fails",
 		entries:  []testEntry{{id: "1-1", key: "a", plan: planStored}},
-		fail:     []string{"own"},
+		failOnce: []string{"own"},
 		fakeOnly: "it injects a failure",
-		calls:    []string{"read 1-1", "seen a → no", "own 1-1 → failed"},
-		state:    fateState{Pending: []string{"1-1 c 1"}},
-		handled:  []string{"a"}, observed: []string{"a"},
-		logs: []string{"could not record a command's fate; it stays pending"},
+		calls: []string{"read 1-1", "seen a → no", "own 1-1 → failed", "own 1-1 → owned", "publishAll a:stored",
+			"rememberAll a=1-1", "ack 1-1"},
+		state:   fateState{Facts: []string{"a:stored"}, Dedupe: []string{"a=1-1"}},
+		handled: []string{"a"}, observed: []string{"a"},
+		logs: []string{"could not write a command's fate; writing it again after a back-off"},
 	},
 	{
 		name:     "stored, the fact not written",
 		entries:  []testEntry{{id: "1-1", key: "a", plan: planStored}},
-		fail:     []string{"publishAll"},
+		failOnce: []string{"publishAll"},
 		fakeOnly: "it injects a failure",
-		calls:    []string{"read 1-1", "seen a → no", "own 1-1 → owned", "publishAll a:stored → failed"},
-		state:    fateState{Pending: []string{"1-1 c 1"}},
-		handled:  []string{"a"}, observed: []string{"a"},
+		calls: []string{"read 1-1", "seen a → no", "own 1-1 → owned", "publishAll a:stored → failed",
+			"own 1-1 → owned", "publishAll a:stored", "rememberAll a=1-1", "ack 1-1"},
+		state:   fateState{Facts: []string{"a:stored"}, Dedupe: []string{"a=1-1"}},
+		handled: []string{"a"}, observed: []string{"a"},
 	},
 	{
 		name:     "stored, the dedupe key not set",
 		entries:  []testEntry{{id: "1-1", key: "a", plan: planStored}},
-		fail:     []string{"rememberAll"},
+		failOnce: []string{"rememberAll"},
 		fakeOnly: "it injects a failure",
 		calls: []string{"read 1-1", "seen a → no", "own 1-1 → owned", "publishAll a:stored",
-			"rememberAll a=1-1 → failed"},
-		state:   fateState{Facts: []string{"a:stored"}, Pending: []string{"1-1 c 1"}},
+			"rememberAll a=1-1 → failed", "own 1-1 → owned", "rememberAll a=1-1", "ack 1-1"},
+		state:   fateState{Facts: []string{"a:stored"}, Dedupe: []string{"a=1-1"}},
 		handled: []string{"a"}, observed: []string{"a"},
 	},
 	{
 		name:     "stored, the ack not written",
 		entries:  []testEntry{{id: "1-1", key: "a", plan: planStored}},
-		fail:     []string{"ack"},
+		failOnce: []string{"ack"},
 		fakeOnly: "it injects a failure",
 		calls: []string{"read 1-1", "seen a → no", "own 1-1 → owned", "publishAll a:stored",
-			"rememberAll a=1-1", "ack 1-1 → failed"},
-		state:   fateState{Facts: []string{"a:stored"}, Dedupe: []string{"a=1-1"}, Pending: []string{"1-1 c 1"}},
+			"rememberAll a=1-1", "ack 1-1 → failed", "own 1-1 → owned", "ack 1-1"},
+		state:   fateState{Facts: []string{"a:stored"}, Dedupe: []string{"a=1-1"}},
 		handled: []string{"a"}, observed: []string{"a"},
 	},
 	{
@@ -370,11 +384,11 @@ var fateCases = []fateCase{
 	{
 		name:     "permanent, the dead letter not written",
 		entries:  []testEntry{{id: "1-1", key: "a", plan: planPermanent}},
-		fail:     []string{"deadLetter"},
+		failOnce: []string{"deadLetter"},
 		fakeOnly: "it injects a failure",
 		calls: []string{"read 1-1", "seen a → no", "own 1-1 → owned", "publish a:http_status",
-			"deadLetter 1-1 http_status → failed"},
-		state:   fateState{Facts: []string{"a:http_status"}, Pending: []string{"1-1 c 1"}},
+			"deadLetter 1-1 http_status → failed", "own 1-1 → owned", "deadLetter 1-1 http_status", "ack 1-1"},
+		state:   fateState{Facts: []string{"a:http_status"}, DLQ: []string{"1-1 http_status"}},
 		handled: []string{"a"}, observed: []string{"a"},
 	},
 }
@@ -395,6 +409,7 @@ type fateEnv interface {
 	// take claims id for consumer "other".
 	take(id string)
 	fail(method string)
+	failOnce(method string)
 	state() fateState
 }
 
@@ -461,6 +476,9 @@ func runFateCase(t *testing.T, tc fateCase, env fateEnv, clk *fakeClock) {
 	}
 	for _, m := range tc.fail {
 		env.fail(m)
+	}
+	for _, m := range tc.failOnce {
+		env.failOnce(m)
 	}
 
 	logs := &testenv.LogBuffer{}
@@ -585,6 +603,7 @@ func (e *fakeEnv) trim(id string)            { e.fb.remove(id) }
 func (e *fakeEnv) remember(commandID string) { e.fb.setDedupe(commandID, "0-0") }
 func (e *fakeEnv) take(id string)            { e.fb.take(id, "other") }
 func (e *fakeEnv) fail(method string)        { e.fb.fail(method) }
+func (e *fakeEnv) failOnce(method string)    { e.fb.failOnce(method) }
 func (e *fakeEnv) state() fateState          { return e.fb.state() }
 
 // redisEnv stages cases on a redis-server, emptied for each.
@@ -628,6 +647,7 @@ func (e *redisEnv) trim(id string)            { e.do("XDEL", "cmds", id) }
 func (e *redisEnv) remember(commandID string) { e.do("SET", "k:"+commandID, "0-0") }
 func (e *redisEnv) take(id string)            { e.do("XCLAIM", "cmds", "g", "other", "0", id) }
 func (e *redisEnv) fail(method string)        { e.t.Fatalf("cannot make Redis fail %s", method) }
+func (e *redisEnv) failOnce(method string)    { e.fail(method) }
 
 func (e *redisEnv) state() fateState {
 	var s fateState

@@ -272,7 +272,7 @@ func TestLoopWritesNoFateForADeliveryTakenElsewhere(t *testing.T) {
 	for _, fate := range []string{planNotModified, planPermanent, planUnclassified} {
 		t.Run(fate, func(t *testing.T) {
 			e := newLEnv(t)
-			e.o.MaxDeliveryAttempts = 2 // the other consumer's claim makes 2
+			e.o.MaxDeliveryAttempts = 1 // an unclassified failure closes its command, if this worker owns it
 			entered := make(chan string)
 			release := make(chan struct{})
 			run := e.start(e.client, &testCap{hold: func(c tcmd) {

@@ -323,6 +323,13 @@ func (r *run[C, R]) giveUp(ctx context.Context, first failure, failures int, lim
 // pending entries when due, then read new entries while there is room.
 func (r *run[C, R]) cycle(ctx context.Context) error {
 	l := r.l
+	if r.unwritten.Load() > 0 {
+		// A handled command's fate could not be written: take no new
+		// command until it is (its handler writes it again). The failed
+		// writes make these cycles failed ones.
+		r.waitForRoom(ctx)
+		return errNoContact
+	}
 	if err := l.ensureGroup(ctx); err != nil {
 		return err
 	}
@@ -337,13 +344,7 @@ func (r *run[C, R]) cycle(ctx context.Context) error {
 	if free <= 0 {
 		// Full of commands that can start soon: wait for one to be
 		// released, without reading.
-		t := time.NewTimer(l.o.ReadBlock)
-		defer t.Stop()
-		select {
-		case <-r.capacity:
-		case <-t.C:
-		case <-ctx.Done():
-		}
+		r.waitForRoom(ctx)
 		return errNoContact
 	}
 	block := min(l.o.ReadBlock, max(r.nextReclaim.Sub(l.clock.now()), time.Millisecond))
@@ -377,6 +378,17 @@ func (r *run[C, R]) cycle(ctx context.Context) error {
 	l.read(entries)
 	at := l.clock.now()
 	return stamp(r.accept(ctx, entries), at)
+}
+
+// waitForRoom waits until a held command is released, or ReadBlock.
+func (r *run[C, R]) waitForRoom(ctx context.Context) {
+	t := time.NewTimer(r.l.o.ReadBlock)
+	defer t.Stop()
+	select {
+	case <-r.capacity:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // stamp dates a failure returned without its own time: it was due no
@@ -459,14 +471,12 @@ func (r *run[C, R]) refreshLoop(ctx context.Context) {
 	}
 }
 
-// refresh renews this consumer's claim on every held command (resetting
-// its idle time with XCLAIM … JUSTID, which counts no delivery), so no
-// other worker reclaims it. The check that the command is still pending
-// for this consumer is made in the same step (own.lua), since XCLAIM would
-// also take an entry from another consumer: one no longer pending here was
-// taken (after an outage long enough for a reclaim) or acked elsewhere,
-// and is dropped from memory; one trimmed from the stream is dropped and
-// reported.
+// refresh renews this consumer's claim on every held command by reading it
+// again from this consumer's own pending list (redeliver), so no other
+// worker reclaims it; the read cannot take an entry from another consumer.
+// One no longer pending here was taken (after an outage long enough for a
+// reclaim) or acked elsewhere, and is dropped from memory; one trimmed from
+// the stream is dropped and reported.
 func (r *run[C, R]) refresh(ctx context.Context) {
 	l := r.l
 	ids := r.heldIDs()

@@ -2,11 +2,8 @@ package consume
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"log/slog"
-
-	"github.com/redis/rueidis"
 )
 
 // A read delivers every entry up to its count, whatever its key. Those the
@@ -14,45 +11,29 @@ import (
 // pending for this consumer, and the reclaim would bring them back only
 // after ClaimMinIdle: a backlogged host would then drain at the pace of the
 // reclaim rather than its own. So the Scheduler notes them, and as soon as
-// their key has room again the loop takes them back by id (recall.lua):
-// memory stays bounded, reads go on for the other keys, and a backlog waits
-// for nothing but room.
-
-// recallScript claims again entries still pending for this consumer. See
-// recall.lua.
-//
-//go:embed recall.lua
-var recallLua string
-
-var recallScript = rueidis.NewLuaScript(recallLua)
+// their key has room again the loop takes them back by id, reading them
+// again from this consumer's pending list (redeliver): memory stays
+// bounded, reads go on for the other keys, and a backlog waits for nothing
+// but room.
 
 func (b *redisBroker) recall(ctx context.Context, ids []string) ([]Entry, []string, error) {
-	var (
-		got     []Entry
-		trimmed []string
-	)
-	for chunk := range chunks(ids, maxIDs) {
-		args := append([]string{b.o.Group, b.o.Consumer}, chunk...)
-		arr, err := recallScript.Exec(ctx, b.client, []string{b.o.Stream}, args).ToArray()
-		if err != nil {
-			return nil, nil, fmt.Errorf("consume: recall on %s: %w", b.o.Stream, noGroup(err))
-		}
-		if len(arr) != 2 {
-			return nil, nil, fmt.Errorf("consume: recall on %s: unexpected reply of %d elements", b.o.Stream, len(arr))
-		}
-		claimed, err := arr[0].AsXRangeSlices()
-		if err != nil {
-			return nil, nil, fmt.Errorf("consume: recall on %s: entries: %w", b.o.Stream, err)
-		}
-		gone, err := arr[1].AsStrSlice()
-		if err != nil {
-			return nil, nil, fmt.Errorf("consume: recall on %s: trimmed: %w", b.o.Stream, err)
-		}
-		got = append(got, entries(claimed)...)
-		trimmed = append(trimmed, gone...)
+	got, err := b.redeliver(ctx, ids)
+	if err != nil {
+		return nil, nil, fmt.Errorf("consume: recall on %s: %w", b.o.Stream, err)
 	}
-	b.ok()
-	return got, trimmed, nil
+	var (
+		entries    []Entry
+		trimmedIDs []string
+	)
+	for i, e := range got {
+		switch e.state {
+		case owned:
+			entries = append(entries, Entry{ID: ids[i], Fields: e.fields})
+		case trimmed:
+			trimmedIDs = append(trimmedIDs, ids[i])
+		}
+	}
+	return entries, trimmedIDs, nil
 }
 
 // recallLocked asks the Scheduler what it would take back now, up to the
@@ -60,7 +41,7 @@ func (b *redisBroker) recall(ctx context.Context, ids []string) ([]Entry, []stri
 // wherever a place is freed; nothing is asked while a batch is out.
 func (r *run[C, R]) recallLocked() {
 	free := r.l.o.MaxHeld - len(r.held)
-	if r.recallBatch != nil || r.stopping || free <= 0 {
+	if r.recallBatch != nil || r.stopping || free <= 0 || r.unwritten.Load() > 0 {
 		return
 	}
 	if ids := r.l.sched.Recall(free, r.l.clock.now()); len(ids) > 0 {

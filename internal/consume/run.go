@@ -3,8 +3,10 @@ package consume
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,6 +43,12 @@ type run[C, R any] struct {
 	// commit batches the fate writes of completed commands.
 	commit committer[C]
 
+	// failures counts unclassified failures for the delivery ceiling.
+	failures *failures
+	// unwritten counts handled commands whose fate could not be written
+	// yet; while there are any the loop takes no new command.
+	unwritten atomic.Int32
+
 	// capacity is signalled whenever a held command is released.
 	capacity chan struct{}
 	// recallSig wakes recallLoop when recallBatch is set.
@@ -68,6 +76,7 @@ func newRun[C, R any](l *Loop[C, R], base context.Context) *run[C, R] {
 		stopped:     make(chan struct{}),
 		held:        make(map[string]*Held[C]),
 		byCommand:   make(map[string]*Held[C]),
+		failures:    newFailures(l.o.ClaimMinIdle),
 	}
 	r.writeCtx, r.cancelWrites = context.WithCancel(base)
 	r.handleCtx, r.cancelHandles = context.WithCancel(base)
@@ -223,8 +232,32 @@ func (r *run[C, R]) handle(h *Held[C]) {
 	}
 	l.cap.Observe(h, res)
 	l.o.Metrics.count(fate.Outcome, fate.Reason, 1)
-	r.close(h, fate)
+	r.settle(h, fate)
 	r.release(h)
+}
+
+// settle writes h's fate until it is settled (see close). A command whose
+// fate could not be written stays held, and owned, and its fate is written
+// again after a back-off: the outcome was earned once and the origin is
+// not asked again. Meanwhile the loop takes no new command, as for any
+// failing cycle, and once Redis has kept failing for the outage limit, or
+// the drain ends, the command is left pending.
+func (r *run[C, R]) settle(h *Held[C], fate Fate) {
+	if r.close(h, fate) {
+		return
+	}
+	r.unwritten.Add(1)
+	defer r.unwritten.Add(-1)
+	for try := 1; ; try++ {
+		if r.l.clock.sleep(r.handleCtx, r.l.backoff(try)) != nil {
+			r.l.o.Logger.LogAttrs(r.writeCtx, slog.LevelWarn, "gave up writing a command's fate; it stays pending",
+				commandAttrs(h)...)
+			return
+		}
+		if r.close(h, fate) {
+			return
+		}
+	}
 }
 
 // safeHandle calls the Capability, turning a panic into an Unclassified

@@ -38,18 +38,15 @@ func (r *run[C, R]) accept(ctx context.Context, entries []Entry) error {
 	}
 	seen, errs := l.b.seen(ctx, ids)
 	var (
-		dups      []string
-		unhandled []string // left pending without being handled
-		firstErr  error
+		dups     []string
+		firstErr error
 	)
 	for i, h := range cands {
 		if errs[i] != nil {
 			if firstErr == nil {
 				firstErr = l.brokerFailure("dedupe", errs[i])
 			}
-			// Not handled: the delivery must not count toward the ceiling.
-			unhandled = append(unhandled, h.ID)
-			continue
+			continue // left pending, unhandled
 		}
 		if seen[i] {
 			dups = append(dups, h.ID)
@@ -63,16 +60,13 @@ func (r *run[C, R]) accept(ctx context.Context, entries []Entry) error {
 			l.o.Metrics.count("deferred", "", 1)
 			l.o.Logger.LogAttrs(ctx, slog.LevelDebug, "left a command pending",
 				append(commandAttrs(h), slog.String("why", why))...)
-			unhandled = append(unhandled, h.ID)
 		}
 		if evicted != nil {
 			l.o.Metrics.count("deferred", "", 1)
 			l.o.Logger.LogAttrs(ctx, slog.LevelDebug, "left a held command pending to make room for another",
 				commandAttrs(evicted)...)
-			unhandled = append(unhandled, evicted.ID)
 		}
 	}
-	r.giveBack(ctx, unhandled...)
 	if len(dups) > 0 {
 		if err := l.b.ack(ctx, dups...); err != nil && firstErr == nil {
 			firstErr = l.brokerFailure("ack", err)
@@ -156,6 +150,13 @@ func (r *run[C, R]) deadLetter(ctx context.Context, id string, fields []Field, r
 	if err := l.b.ack(ctx, id); err != nil {
 		return l.brokerFailure("ack", err)
 	}
+	r.logDeadLetter(ctx, id, reason, cause, attrs)
+	return nil
+}
+
+// logDeadLetter logs a frame dead-lettered for reason.
+func (r *run[C, R]) logDeadLetter(ctx context.Context, id, reason string, cause error, attrs []slog.Attr) {
+	l := r.l
 	line := make([]slog.Attr, 0, len(attrs)+4)
 	line = append(line, slog.String("message_id", id), slog.String("stream", l.o.Stream), slog.String("reason", reason))
 	line = append(line, attrs...)
@@ -163,7 +164,6 @@ func (r *run[C, R]) deadLetter(ctx context.Context, id string, fields []Field, r
 		line = append(line, slog.String("error", cause.Error()))
 	}
 	l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "dead-lettered a frame", line...)
-	return nil
 }
 
 // announce publishes the fact that closes a command about to be
@@ -180,24 +180,5 @@ func (r *run[C, R]) announce(ctx context.Context, id, commandID, reason string, 
 		l.o.Metrics.brokerFailure("publish")
 		l.o.Logger.ErrorContext(ctx, "could not publish the failure fact; dead-lettering anyway", "message_id", id,
 			"command_id", commandID, "reason", reason, "error", err)
-	}
-}
-
-// giveBack undoes the delivery of entries that came back from a handling
-// that did not fail on them: a Retry fate, or an entry left pending without
-// being handled (its key's backlog or the loop was full). The ceiling is on
-// times-delivered (XPENDING), which every read and reclaim raises; without
-// this a command retried through a long outage, or deferred behind a
-// backlog, would be dead-lettered on its first real failure (transient
-// failures never count toward the ceiling). A failure costs only an extra
-// count, so it is logged, not fatal.
-func (r *run[C, R]) giveBack(ctx context.Context, ids ...string) {
-	if len(ids) == 0 {
-		return
-	}
-	if err := r.l.b.giveBack(ctx, ids); err != nil {
-		r.l.o.Metrics.brokerFailure("give_back")
-		r.l.o.Logger.WarnContext(ctx, "could not give back deliveries; they count toward the ceiling",
-			"stream", r.l.o.Stream, "count", len(ids), "error", err)
 	}
 }

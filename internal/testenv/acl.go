@@ -73,12 +73,15 @@ type ACLDenial struct {
 
 func (d ACLDenial) String() string { return fmt.Sprintf("%s %s (×%d)", d.Reason, d.Object, d.Count) }
 
-// ACLDenials reads the server's ACL LOG and returns the entries of user.
+// ACLDenials reads the server's ACL LOG (as testenv's admin on a server
+// started with an ACL file, else as the default user) and returns the
+// entries of user.
 func (r *Redis) ACLDenials(user string) ([]ACLDenial, error) {
-	c, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress: []string{r.Addr}, Username: AdminUser, Password: AdminPassword,
-		ForceSingleClient: true, DisableCache: true,
-	})
+	opt := rueidis.ClientOption{InitAddress: []string{r.Addr}, ForceSingleClient: true, DisableCache: true}
+	if r.admin {
+		opt.Username, opt.Password = AdminUser, AdminPassword
+	}
+	c, err := rueidis.NewClient(opt)
 	if err != nil {
 		return nil, fmt.Errorf("testenv: ACL LOG: %w", err)
 	}
