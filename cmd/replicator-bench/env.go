@@ -30,16 +30,19 @@ import (
 // bench holds what every mode shares: Redis, the worker binary and the
 // scratch directory.
 type bench struct {
-	o      options
-	out    io.Writer // the report
-	errw   io.Writer // progress and worker log tails
-	redis  *testenv.Redis
-	url    string
-	client rueidis.Client
-	bin    string
-	dir    string
-	ownDir bool
-	seq    int // names worker processes uniquely within the bench
+	o     options
+	out   io.Writer // the report
+	errw  io.Writer // progress and worker log tails
+	redis *testenv.Redis
+	url   string // the bench's own loops and client
+	// workerURL is the worker's: url, or with -acl the production
+	// worker user's.
+	workerURL string
+	client    rueidis.Client
+	bin       string
+	dir       string
+	ownDir    bool
+	seq       int // names worker processes uniquely within the bench
 }
 
 // newBench starts (or connects to) Redis, makes the scratch directory and
@@ -66,14 +69,26 @@ func newBench(ctx context.Context, o options, stdout, stderr io.Writer) (_ *benc
 		}
 		b.ownDir = true
 	}
-	if o.redisURL != "" {
+	switch {
+	case o.redisURL != "":
 		b.url = o.redisURL
-	} else {
+	case o.acl != "":
+		root, err := moduleRoot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		acl := filepath.Join(root, "deploy", "redis-acl", o.acl+".acl")
+		if b.redis, err = testenv.NewRedis(testenv.RedisOptions{ACLFile: acl}); err != nil {
+			return nil, err
+		}
+		b.url, b.workerURL = b.redis.AdminURL(), b.redis.URLAs("replicator", "PASSWORD")
+	default:
 		if b.redis, err = testenv.NewRedis(testenv.RedisOptions{}); err != nil {
 			return nil, err
 		}
 		b.url = b.redis.URL()
 	}
+	b.workerURL = cmp.Or(b.workerURL, b.url)
 	opt, err := rueidis.ParseURL(b.url)
 	if err != nil {
 		return nil, fmt.Errorf("-redis-url: %w", err)
@@ -109,13 +124,9 @@ func (b *bench) close() {
 // buildWorker builds ./cmd/replicator of the module the current directory
 // is in, without the race detector: the figures are the real binary's.
 func buildWorker(ctx context.Context, out string, stderr io.Writer) error {
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	root, err := moduleRoot(ctx)
 	if err != nil {
-		return fmt.Errorf("finding the module (run from inside the repository, or pass -worker): %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	if strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
-		return errors.New("not inside the replicator module: run from the repository, or pass -worker")
+		return err
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/replicator")
 	cmd.Dir = root
@@ -124,6 +135,25 @@ func buildWorker(ctx context.Context, out string, stderr io.Writer) error {
 		return fmt.Errorf("go build ./cmd/replicator: %w", err)
 	}
 	return nil
+}
+
+// The -acl values: the files of deploy/redis-acl.
+const (
+	aclMinimal = "minimal"
+	aclFull    = "full"
+)
+
+// moduleRoot is the directory of the replicator module the current
+// directory is in.
+func moduleRoot(ctx context.Context) (string, error) {
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the module (run from inside the repository, or pass -worker): %w", err)
+	}
+	if p := strings.TrimSpace(string(gomod)); p == "" || p == os.DevNull {
+		return "", errors.New("not inside the replicator module: run from the repository, or pass -worker")
+	}
+	return filepath.Dir(strings.TrimSpace(string(gomod))), nil
 }
 
 // reset empties the bench's Redis database before a run.
@@ -292,7 +322,7 @@ type workerProc struct {
 // the beginning of the stream (commands are often queued first), INFO logs.
 func (b *bench) workerEnv(extra ...string) []string {
 	env := []string{
-		"REPLICATOR_REDIS_URL=" + b.url,
+		"REPLICATOR_REDIS_URL=" + b.workerURL,
 		"REPLICATOR_ALLOW_CIDRS=127.0.0.0/8",
 		"REPLICATOR_RESOLVE=" + benchResolve,
 		"REPLICATOR_CONSUMER_START_ID=0",
@@ -300,6 +330,9 @@ func (b *bench) workerEnv(extra ...string) []string {
 	}
 	if b.o.concurrency > 0 {
 		env = append(env, "REPLICATOR_CONCURRENCY="+strconv.Itoa(b.o.concurrency))
+	}
+	if b.o.acl == aclFull {
+		env = append(env, "REPLICATOR_FLEET_PACING=on")
 	}
 	return append(env, extra...)
 }

@@ -104,6 +104,7 @@ Modes:
 // the mode's own default.
 type options struct {
 	redisURL    string
+	acl         string // "", aclMinimal or aclFull
 	workerBin   string
 	scratch     string
 	keep        bool
@@ -151,6 +152,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("replicator-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.redisURL, "redis-url", "", "use this Redis `URL` instead of a private redis-server; its database is FLUSHED before every run")
+	fs.StringVar(&o.acl, "acl", "", "run the worker as the production broker's worker user: `minimal` (its grants alone: local pacing) or full (with fleet pacing), from deploy/redis-acl; default the private server's default user")
 	fs.StringVar(&o.workerBin, "worker", "", "prebuilt replicator `binary` (default: go build ./cmd/replicator, without -race, into the scratch dir)")
 	fs.StringVar(&o.scratch, "scratch", "", "working `dir` for blobs and logs (default a new dir under /dev/shm, so blobs are on tmpfs)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the scratch dir (worker logs, blobs) instead of removing it")
@@ -191,6 +193,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() == 0 {
 		fs.Usage()
 		fmt.Fprintln(stderr, "\nreplicator-bench: name at least one mode")
+		return 2
+	}
+	if o.acl != "" && o.acl != aclMinimal && o.acl != aclFull {
+		fmt.Fprintln(stderr, "replicator-bench: -acl must be minimal or full")
+		return 2
+	}
+	if o.acl != "" && o.redisURL != "" {
+		fmt.Fprintln(stderr, "replicator-bench: -acl needs the private redis-server, not -redis-url")
 		return 2
 	}
 	if o.runs < 1 || o.commands < 0 || o.hosts < 0 || o.bodySize < 0 || o.samples < 0 || o.kills < 0 || o.concurrency < 0 {

@@ -52,7 +52,7 @@ func New[C, R any](client rueidis.Client, cap Capability[C, R], sched Scheduler[
 	l := &Loop[C, R]{o: opts.withDefaults(), cap: cap, sched: sched, clock: wallClock}
 	l.b = &redisBroker{client: client, o: &l.o, now: func() time.Time { return l.clock.now() }, ok: l.markOK}
 	if m := l.o.Metrics; m != nil {
-		m.counts = l.counts
+		m.counts, m.unwritten = l.counts, l.unwritten
 	}
 	return l
 }
@@ -103,6 +103,15 @@ func (l *Loop[C, R]) counts() (held, parked int) {
 		return r.counts()
 	}
 	return 0, 0
+}
+
+// unwritten counts the current run's handled commands whose fate waits to
+// be written again.
+func (l *Loop[C, R]) unwritten() int {
+	if r := l.cur.Load(); r != nil {
+		return int(r.unwritten.Load())
+	}
+	return 0
 }
 
 // backoff is the back-off after the given number of failed cycles in a

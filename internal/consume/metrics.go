@@ -24,8 +24,10 @@ type Metrics struct {
 	cycleFailures  prometheus.Counter
 	gauges         []prometheus.Collector
 
-	// counts reads the loop's held and parked commands; set by New.
-	counts func() (held, parked int)
+	// counts reads the loop's held and parked commands, unwritten its
+	// handled commands whose fate waits to be written again; set by New.
+	counts    func() (held, parked int)
+	unwritten func() int
 }
 
 // NewMetrics returns a loop's metrics, named with prefix.
@@ -65,6 +67,15 @@ func NewMetrics(prefix string) *Metrics {
 			Name: prefix + "parked_commands",
 			Help: "Commands held back in memory until a time (politeness).",
 		}, func() float64 { _, n := m.read(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: prefix + "unwritten_fates",
+			Help: "Handled commands whose fate Redis refused or failed to write, waiting to be written again; while any wait, the loop takes no new command.",
+		}, func() float64 {
+			if m.unwritten == nil {
+				return 0
+			}
+			return float64(m.unwritten())
+		}),
 	}
 	return m
 }
