@@ -281,7 +281,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 			}
 		}
 		if f.robots != nil {
-			if err := f.robotsCheck(ctx, fetchCtx, current, wd, req.PacingWait, res); err != nil {
+			if err := f.robotsCheck(ctx, fetchCtx, current, f.agentFor(req.Headers), wd, req.PacingWait, res); err != nil {
 				return nil, err
 			}
 		}
