@@ -285,8 +285,10 @@ func (c *Cache) learn(e *entry, resp Response, agent string, now time.Time) {
 	e.down, e.failures = false, 0
 	e.until = now.Add(ttl(resp.Header, now))
 	e.accounted, e.delay, e.hasDelay = nil, 0, false
-	c.setDelay(e.host, e.origin, 0, false)
 	c.account(e, token(agent))
+	if !e.hasDelay {
+		c.setDelay(e.host, e.origin, 0, false) // the old file's goes
+	}
 }
 
 // account makes the Crawl-delay of the groups chosen for tok count in e's
