@@ -75,8 +75,10 @@ type Options struct {
 	// Nil means no check beyond the guard. It must be concurrency-safe.
 	CheckURL func(ctx context.Context, u *url.URL) error
 	// Robots, when set, judges every hop by its origin's robots.txt before
-	// pacing it, fetching that first, guarded and paced, when not cached
-	// (package fetch/robots; docs/politeness.md, robots.txt). Its
+	// pacing it, fetching that first, guarded and paced, when not cached,
+	// both as the User-Agent the hop sends: the request's own when it has
+	// one, else UserAgent (package fetch/robots; docs/politeness.md,
+	// robots.txt). Its
 	// Crawl-delays reach the pacer through Robots.Floors, which the
 	// default Pacer reads. Nil means robots.txt is never asked for.
 	Robots *robots.Cache
@@ -281,7 +283,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 			}
 		}
 		if f.robots != nil {
-			if err := f.robotsCheck(ctx, fetchCtx, current, wd, req.PacingWait, res); err != nil {
+			if err := f.robotsCheck(ctx, fetchCtx, current, f.agentFor(req.Headers), wd, req.PacingWait, res); err != nil {
 				return nil, err
 			}
 		}

@@ -110,7 +110,7 @@ var credentialHeaders = map[string]bool{
 // of an encoded representation cannot be decoded on its own.
 func (f *Fetcher) hopHeader(headers map[string]string, onOrigin bool) http.Header {
 	h := make(http.Header, len(headers)+2)
-	h.Set("User-Agent", f.userAgent)
+	h.Set("User-Agent", f.agentFor(headers))
 	h.Set("Accept-Encoding", "gzip")
 	for name := range headers {
 		if strings.EqualFold(name, "range") {
@@ -118,12 +118,31 @@ func (f *Fetcher) hopHeader(headers map[string]string, onOrigin bool) http.Heade
 		}
 	}
 	for name, value := range headers {
-		if credentialHeaders[strings.ToLower(name)] && !onOrigin {
+		if credentialHeaders[strings.ToLower(name)] && !onOrigin || strings.EqualFold(name, "user-agent") {
 			continue
 		}
 		h.Set(name, value)
 	}
 	return h
+}
+
+// agentFor is the User-Agent a request with headers sends: its own when it
+// has one, else the fetcher's. robots.txt is asked for and judged with the
+// same one, so the group obeyed is the agent on the wire
+// (docs/politeness.md, robots.txt). Names are lower-cased by contract; a
+// hand-built map with several spellings of the name gives the first in
+// byte order, so the choice never depends on map order.
+func (f *Fetcher) agentFor(headers map[string]string) string {
+	if v, ok := headers["user-agent"]; ok {
+		return v
+	}
+	agent, chosen := f.userAgent, ""
+	for name, value := range headers {
+		if strings.EqualFold(name, "user-agent") && (chosen == "" || name < chosen) {
+			agent, chosen = value, name
+		}
+	}
+	return agent
 }
 
 // shown is u as logs and errors show it, its userinfo hidden

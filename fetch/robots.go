@@ -14,15 +14,16 @@ import (
 )
 
 // robotsCheck judges a hop against its origin's robots.txt
-// (Options.Robots), asking the origin for it when it is not known:
+// (Options.Robots) for agent, the User-Agent the hop sends, asking the
+// origin for robots.txt as that agent when it is not known:
 // ErrRobotsDisallowed when a rule refuses the hop, ErrRobotsUnreachable
 // while the robots.txt cannot be had. The request for robots.txt is
 // guarded and paced as any other, and its pacing wait counts in paced.
-func (f *Fetcher) robotsCheck(ctx, fetchCtx context.Context, u *url.URL, wd *watchdog, pace func(context.Context, string, time.Duration, time.Duration) error, res *Result) error {
+func (f *Fetcher) robotsCheck(ctx, fetchCtx context.Context, u *url.URL, agent string, wd *watchdog, pace func(context.Context, string, time.Duration, time.Duration) error, res *Result) error {
 	origin := originOf(u)
 	host := policy.HostKey(u.Hostname())
-	d, retry, err := f.robots.Check(fetchCtx, origin, host, f.userAgent, u.RequestURI(), f.clock.now, func(context.Context) (robots.Response, error) {
-		return f.fetchRobots(ctx, fetchCtx, origin, wd, pace, res)
+	d, retry, err := f.robots.Check(fetchCtx, origin, host, agent, u.RequestURI(), f.clock.now, func(context.Context) (robots.Response, error) {
+		return f.fetchRobots(ctx, fetchCtx, origin, agent, wd, pace, res)
 	})
 	switch {
 	case err != nil:
@@ -39,13 +40,13 @@ func (f *Fetcher) robotsCheck(ctx, fetchCtx context.Context, u *url.URL, wd *wat
 	return nil
 }
 
-// fetchRobots asks origin for /robots.txt, following up to
+// fetchRobots asks origin for /robots.txt as agent, following up to
 // robots.MaxRedirects redirects, each hop judged by Options.CheckURL and
 // the guard and paced like any request to its host. A redirect that may
 // not be followed ends the chain as a 3xx: no robots.txt. An error is
 // returned only when the fetch was abandoned (its caller, its deadline or
 // its PacingWait): nothing is learned then.
-func (f *Fetcher) fetchRobots(ctx, fetchCtx context.Context, origin string, wd *watchdog, pace func(context.Context, string, time.Duration, time.Duration) error, res *Result) (robots.Response, error) {
+func (f *Fetcher) fetchRobots(ctx, fetchCtx context.Context, origin, agent string, wd *watchdog, pace func(context.Context, string, time.Duration, time.Duration) error, res *Result) (robots.Response, error) {
 	current, err := url.Parse(origin + "/robots.txt")
 	if err != nil {
 		return robots.Response{Err: err}, nil
@@ -81,7 +82,7 @@ func (f *Fetcher) fetchRobots(ctx, fetchCtx context.Context, origin string, wd *
 		if spaced {
 			hopCtx, departed = f.departureTrace(hopCtx, host)
 		}
-		header := http.Header{"User-Agent": {f.userAgent}, "Accept-Encoding": {"gzip"}}
+		header := http.Header{"User-Agent": {agent}, "Accept-Encoding": {"gzip"}}
 		// A timeout ends this request only: robots.txt that cannot be had
 		// is an answer too.
 		resp, w, err := f.send(hopCtx, wd, cancel, current, header)

@@ -47,7 +47,17 @@ func baseEnv() []string {
 // killing it after two minutes.
 func runBinary(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	r, err := execBinary(t.Context(), env, args...)
+	if err != nil {
+		t.Fatalf("running %v: %v", args, err)
+	}
+	return r
+}
+
+// execBinary is runBinary for any goroutine: an error means the binary did
+// not run to an exit status.
+func execBinary(ctx context.Context, env []string, args ...string) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(baseEnv(), env...)
@@ -58,11 +68,11 @@ func runBinary(t *testing.T, env []string, args ...string) result {
 	if err != nil {
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) {
-			t.Fatalf("running %v: %v", args, err)
+			return result{}, err
 		}
 		code = exit.ExitCode()
 	}
-	return result{stdout: stdout.String(), stderr: stderr.String(), code: code}
+	return result{stdout: stdout.String(), stderr: stderr.String(), code: code}, nil
 }
 
 // redisClient connects the test itself to r.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,23 +87,108 @@ func TestFetchCommandRobots(t *testing.T) {
 	}
 }
 
+// TestFetchCommandRobotsAgent: `replicator fetch --robots -H 'User-Agent:
+// …'` asks for robots.txt as that agent and obeys that agent's group, for
+// every case of testenv.RobotsAgentCases (the RFC 9309 5.1 example and
+// Google's user-agent cases): an allowed path is stored, a disallowed one
+// ends robots_disallowed, and the origin's log holds robots.txt and the
+// allowed path only, each request carrying the agent. Each path is one
+// run of the binary against an origin of its own; the runs go eight at a
+// time, since each spends most of its second waiting for the host's
+// interval.
+func TestFetchCommandRobotsAgent(t *testing.T) {
+	type run struct {
+		tc      testenv.RobotsAgentCase
+		path    string
+		allowed bool
+		origin  *testenv.Origin
+		out     result
+		err     error
+	}
+	var runs []*run
+	for _, tc := range testenv.RobotsAgentCases {
+		for _, p := range tc.Allowed {
+			runs = append(runs, &run{tc: tc, path: p, allowed: true})
+		}
+		for _, p := range tc.Disallowed {
+			runs = append(runs, &run{tc: tc, path: p})
+		}
+	}
+	slots := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		r.origin = testenv.StartOrigin(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if req.URL.Path == "/robots.txt" {
+				fmt.Fprint(w, r.tc.Robots)
+				return
+			}
+			fmt.Fprint(w, "page")
+		}))
+		args := []string{"fetch", "--blob-dir", t.TempDir(), "--allow-cidr", "127.0.0.1/32", "--robots",
+			"-H", "User-Agent: " + r.tc.Agent, r.origin.URL + r.path}
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			r.out, r.err = execBinary(t.Context(), nil, args...)
+		})
+	}
+	wg.Wait()
+	for _, r := range runs {
+		t.Run(r.tc.Name+" "+r.path, func(t *testing.T) {
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			wantCode, wantOut, wantPaths := 1, `"reason": "robots_disallowed"`, []string{"/robots.txt"}
+			if r.allowed {
+				wantCode, wantOut, wantPaths = 0, `"event_type": "blob_available"`, []string{"/robots.txt", r.path}
+			}
+			if r.out.code != wantCode || !strings.Contains(r.out.stdout, wantOut) {
+				t.Errorf("%s as %q: exit %d, want %d with %s\nstdout:\n%s\nstderr:\n%s", r.path, r.tc.Agent, r.out.code, wantCode, wantOut, r.out.stdout, r.out.stderr)
+			}
+			var got []string
+			for _, s := range r.origin.Requests() {
+				got = append(got, s.Path)
+				if ua := s.Header.Values("User-Agent"); len(ua) != 1 || ua[0] != r.tc.Agent {
+					t.Errorf("%s arrived with User-Agent %q, want %q", s.Path, ua, r.tc.Agent)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(wantPaths) {
+				t.Errorf("origin saw %v, want %v", got, wantPaths)
+			}
+		})
+	}
+}
+
 // TestWorkerRobots: with REPLICATOR_ROBOTS unset the worker never asks an
 // origin for /robots.txt, even for a URL it disallows; with obey it asks
 // once, ends a disallowed command fetch_failed robots_disallowed, stores an
-// allowed one and counts both on /metrics.
+// allowed one and counts both on /metrics. A command sending its own
+// User-Agent is judged by that agent's group of the same file: FooBot may
+// fetch /private, not /foo-only, and the origin never sees /foo-only.
 func TestWorkerRobots(t *testing.T) {
 	origin := testenv.StartOrigin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/robots.txt" {
-			fmt.Fprint(w, "User-agent: *\nDisallow: /private\n")
+			fmt.Fprint(w, "User-agent: *\nDisallow: /private\n\nUser-agent: FooBot\nDisallow: /foo-only\n")
 			return
 		}
 		fmt.Fprint(w, "page")
 	}))
-	seed := func(t *testing.T, srv *testenv.Redis, path string) string {
+	seed := func(t *testing.T, srv *testenv.Redis, path string, header ...string) string {
 		t.Helper()
-		r := runBinary(t, []string{"REPLICATOR_REDIS_URL=" + srv.URL()}, "seed", "--production", "--info-source-id", "src-robots",
-			"--watch", "--watch-timeout", "30s", origin.URL+path)
+		args := []string{"seed", "--production", "--info-source-id", "src-robots", "--watch", "--watch-timeout", "30s"}
+		for _, h := range header {
+			args = append(args, "-H", h)
+		}
+		r := runBinary(t, []string{"REPLICATOR_REDIS_URL=" + srv.URL()}, append(args, origin.URL+path)...)
 		return r.stdout
+	}
+	requested := func(path string) bool {
+		for _, s := range origin.Requests() {
+			if s.Path == path {
+				return true
+			}
+		}
+		return false
 	}
 	robotsRequests := func() int {
 		n := 0
@@ -147,13 +233,20 @@ func TestWorkerRobots(t *testing.T) {
 			if out := seed(t, srv, "/public/doc"); !strings.Contains(out, "blob_available") {
 				t.Errorf("/public/doc: seed printed %q, want blob_available", out)
 			}
+			if out := seed(t, srv, "/private/foo", "User-Agent: FooBot/1.0"); !strings.Contains(out, "blob_available") {
+				t.Errorf("/private/foo as FooBot: seed printed %q, want blob_available", out)
+			}
+			out = seed(t, srv, "/foo-only/"+tt.name, "User-Agent: FooBot/1.0")
+			if obey := tt.name == "obey"; strings.Contains(out, "reason=robots_disallowed") != obey || requested("/foo-only/"+tt.name) == obey {
+				t.Errorf("/foo-only/%s as FooBot: seed printed %q, origin asked for it: %v", tt.name, out, requested("/foo-only/"+tt.name))
+			}
 			if got := robotsRequests() - before; got != tt.wantRobots {
 				t.Errorf("the origin was asked for /robots.txt %d times, want %d", got, tt.wantRobots)
 			}
 			_, metrics := httpGet(t, "http://"+addr+"/metrics")
 			for _, series := range []string{
 				`replicator_robots_fetches_total{result="parsed"} 1`,
-				`replicator_robots_refusals_total{reason="disallowed"} 1`,
+				`replicator_robots_refusals_total{reason="disallowed"} 2`,
 			} {
 				if got := strings.Contains(metrics, series); got != (tt.name == "obey") {
 					t.Errorf("/metrics has %s: %v", series, got)

@@ -95,10 +95,17 @@ type Stats struct {
 	Disallowed, Withheld uint64
 }
 
-// Cache remembers each origin's robots.txt and judges URLs against it. It
-// serves one User-Agent (one fetch.Fetcher). It is safe for concurrent
-// use; an origin's robots.txt is asked for once however many fetches want
-// it at the same time.
+// Cache remembers each origin's robots.txt and judges URLs against it, for
+// whichever User-Agent each request sends. It is safe for concurrent use;
+// an origin's robots.txt is asked for once however many fetches want it at
+// the same time.
+//
+// One parsed file per origin answers for every agent: RFC 9309 gives an
+// origin one robots.txt, whose groups say what each agent may do, so the
+// file is asked for once, by the first request's agent, and never again
+// for another agent (not even when the answer says Vary: User-Agent).
+// Keying it by agent would let callers multiply the origin's robots.txt
+// requests and the memory held, one per agent they name.
 type Cache struct {
 	maxDelay   time.Duration // 0: Crawl-delay ignored
 	maxOrigins int
@@ -123,6 +130,11 @@ type entry struct {
 	until        time.Time     // when it must be asked for again
 	failures     int           // unreachable answers in a row
 	loaded       bool          // a load has finished
+	// Of the file in force: the groups (Rules.groupKey) whose Crawl-delay
+	// has been accounted for, and the largest of those delays, capped.
+	accounted map[string]bool
+	delay     time.Duration
+	hasDelay  bool
 }
 
 // New returns a Cache configured by opts.
@@ -158,11 +170,12 @@ func (c *Cache) Stats() Stats {
 }
 
 // Check judges path (a URL's path and query as sent) on origin
-// (scheme://host:port, host its pacing key) for agent. When the origin's
-// robots.txt is not known or has expired, load asks for it, once for all
-// concurrent callers; an error from load (the fetch was abandoned) is
-// returned with nothing learned. For Unreachable, retry is when robots.txt
-// will be asked for again.
+// (scheme://host:port, host its pacing key) for agent, the User-Agent the
+// request sends: its product token chooses the group. When the origin's
+// robots.txt is not known or has expired, load asks for it (with the same
+// User-Agent), once for all concurrent callers; an error from load (the
+// fetch was abandoned) is returned with nothing learned. For Unreachable,
+// retry is when robots.txt will be asked for again.
 func (c *Cache) Check(ctx context.Context, origin, host, agent, path string, now func() time.Time, load func(context.Context) (Response, error)) (d Decision, retry time.Time, err error) {
 	if p, _, _ := strings.Cut(path, "?"); p == "/robots.txt" {
 		return Allowed, time.Time{}, nil
@@ -204,16 +217,21 @@ func (c *Cache) Check(ctx context.Context, origin, host, agent, path string, now
 	}
 }
 
-// judge applies e's verdict to path, counting refusals.
+// judge applies e's verdict for agent to path, counting refusals, and
+// accounts for agent's Crawl-delay.
 func (c *Cache) judge(e *entry, agent, path string) (Decision, time.Time) {
+	tok := token(agent)
 	c.mu.Lock()
 	rules, down, until := e.rules, e.down, e.until
+	if !down {
+		c.account(e, tok)
+	}
 	c.mu.Unlock()
 	switch {
 	case down:
 		c.withheld.Add(1)
 		return Unreachable, until
-	case !rules.Allowed(agent, path):
+	case !rules.allowed(tok, path):
 		c.disallowed.Add(1)
 		return Disallowed, time.Time{}
 	}
@@ -266,12 +284,39 @@ func (c *Cache) learn(e *entry, resp Response, agent string, now time.Time) {
 	}
 	e.down, e.failures = false, 0
 	e.until = now.Add(ttl(resp.Header, now))
-	d, ok := e.rules.CrawlDelay(agent)
-	if ok && c.maxDelay > 0 && d > c.maxDelay {
+	e.accounted, e.delay, e.hasDelay = nil, 0, false
+	c.account(e, token(agent))
+	if !e.hasDelay {
+		c.setDelay(e.host, e.origin, 0, false) // the old file's goes
+	}
+}
+
+// account makes the Crawl-delay of the groups chosen for tok count in e's
+// host floor, once per group key while the file is in force: the floor is
+// the largest Crawl-delay of the agents that have asked, since all of them
+// share the host's pacing. Called with c.mu held.
+func (c *Cache) account(e *entry, tok string) {
+	key := e.rules.groupKey(tok)
+	if e.accounted[key] {
+		return
+	}
+	if e.accounted == nil {
+		e.accounted = make(map[string]bool)
+	}
+	e.accounted[key] = true
+	d, ok := e.rules.crawlDelay(tok)
+	if !ok || c.maxDelay == 0 {
+		return
+	}
+	if d > c.maxDelay {
 		c.log.Info("robots.txt Crawl-delay capped", "origin", e.origin, "crawl_delay_s", d.Seconds(), "cap_s", c.maxDelay.Seconds())
 		d = c.maxDelay
 	}
-	c.setDelay(e.host, e.origin, d, ok && c.maxDelay > 0)
+	if e.hasDelay && d <= e.delay {
+		return
+	}
+	e.delay, e.hasDelay = d, true
+	c.setDelay(e.host, e.origin, d, true)
 }
 
 // ttl is how long an answer is trusted: what its Cache-Control max-age or

@@ -21,13 +21,16 @@
 //
 // # Fetching
 //
-// A Cache holds one Verdict per origin (scheme://host:port) for at most
-// MaxTTL, less when the answer's Cache-Control or Expires says less, but at
-// least MinTTL. A 2xx body is parsed (at most MaxBytes of it); a 4xx other
-// than 429, or a redirect chain that cannot be followed, allows everything;
-// a 429, a 5xx or an unreachable host disallows everything until a back-off
-// (MinBackoff doubling to MaxBackoff) has passed, then robots.txt is asked
-// for again. A group's Crawl-delay, capped at Options.MaxCrawlDelay, becomes
-// its host's pacing floor through Cache.Floors when it is larger than the
-// floor in force.
+// A Cache holds one parsed robots.txt per origin (scheme://host:port),
+// asked for as the first request's User-Agent and answering every agent
+// after it, for at most MaxTTL, less when the answer's Cache-Control or
+// Expires says less, but at least MinTTL. A 2xx body is parsed (at most
+// MaxBytes of it); a 4xx other than 429, or a redirect chain that cannot be
+// followed, allows everything; a 429, a 5xx or an unreachable host
+// disallows everything until a back-off (MinBackoff doubling to
+// MaxBackoff) has passed, then robots.txt is asked for again. A group's
+// Crawl-delay, capped at Options.MaxCrawlDelay, becomes its host's pacing
+// floor through Cache.Floors when it is larger than the floor in force;
+// agents of different groups share the host, so the floor is the largest
+// Crawl-delay of the groups of the agents that have asked.
 package robots

@@ -47,3 +47,27 @@ func ExampleCache() {
 		fmt.Println("robots.txt says no")
 	}
 }
+
+// One parsed robots.txt answers every agent: each request is judged by the
+// group of the User-Agent it sends, and the file is loaded once.
+func ExampleCache_Check() {
+	c := robots.New(robots.Options{})
+	loads := 0
+	load := func(context.Context) (robots.Response, error) {
+		loads++
+		return robots.Response{StatusCode: 200, Body: []byte("User-agent: FooBot\nDisallow: /x/\n")}, nil
+	}
+	for _, agent := range []string{"FooBot/1.0 (+https://foo.example)", "replicator-go/1.4"} {
+		d, _, err := c.Check(context.Background(), "https://example.com", "example.com", agent, "/x/y", time.Now, load)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(robots.ProductToken(agent), d == robots.Allowed)
+	}
+	fmt.Println("loads:", loads)
+	// Output:
+	// FooBot false
+	// replicator-go true
+	// loads: 1
+}

@@ -86,6 +86,11 @@ func matches(path, pattern string) bool {
 // (url.URL.RequestURI). The longest matching pattern wins and allow wins a
 // tie; no match, or no group for agent, allows.
 func (r *Rules) Allowed(agent, path string) bool {
+	return r.allowed(token(agent), path)
+}
+
+// allowed is Allowed for tok, a product token already lower-cased.
+func (r *Rules) allowed(tok, path string) bool {
 	if path == "" || path[0] != '/' {
 		path = "/" + path
 	}
@@ -97,7 +102,7 @@ func (r *Rules) Allowed(agent, path string) bool {
 	}
 	path = normalize(path, false)
 	best, allowed := -1, true
-	groups, _ := r.chosen(agent)
+	groups, _ := r.chosen(tok)
 	for _, g := range groups {
 		for _, ru := range g.rules {
 			n := len(ru.pattern)
@@ -113,11 +118,15 @@ func (r *Rules) Allowed(agent, path string) bool {
 // CrawlDelay returns the Crawl-delay of the groups chosen for agent (the
 // largest, if several apply), and whether there is one.
 func (r *Rules) CrawlDelay(agent string) (time.Duration, bool) {
+	return r.crawlDelay(token(agent))
+}
+
+// crawlDelay is CrawlDelay for tok, a product token already lower-cased.
+func (r *Rules) crawlDelay(tok string) (time.Duration, bool) {
 	if r == nil {
 		return 0, false
 	}
-	tok := strings.ToLower(ProductToken(agent))
-	groups, named := r.chosen(agent)
+	groups, named := r.chosen(tok)
 	var d time.Duration
 	found := false
 	for _, g := range groups {
@@ -131,21 +140,28 @@ func (r *Rules) CrawlDelay(agent string) (time.Duration, bool) {
 	return d, found
 }
 
-// chosen returns the groups whose rules apply to agent: every group naming
-// its product token (named true), else every "*" group.
-func (r *Rules) chosen(agent string) (_ []*group, named bool) {
-	tok := strings.ToLower(ProductToken(agent))
-	var byName, global []*group
-	for i := range r.groups {
-		g := &r.groups[i]
-		if tok != "" && slices.Contains(g.agents, tok) {
-			byName = append(byName, g)
-		} else if g.global {
-			global = append(global, g)
-		}
+// chosen returns the groups whose rules apply to tok, a lower-cased
+// product token: every group naming it (named true), else every "*" group.
+func (r *Rules) chosen(tok string) (_ []*group, named bool) {
+	if groups := r.named[tok]; tok != "" && len(groups) > 0 {
+		return groups, true
 	}
-	if len(byName) > 0 {
-		return byName, true
-	}
-	return global, false
+	return r.global, false
 }
+
+// groupKey names the groups chosen for tok: tok itself when a group names
+// it, "" when the "*" groups (or none) apply. Agents with one key are
+// answered alike, so at most one more key than the file names tokens.
+func (r *Rules) groupKey(tok string) string {
+	if r == nil {
+		return ""
+	}
+	if _, named := r.chosen(tok); named {
+		return tok
+	}
+	return ""
+}
+
+// token is agent's product token, lower-cased: what a group is chosen by
+// (RFC 9309 2.2.1 compares it without case).
+func token(agent string) string { return strings.ToLower(ProductToken(agent)) }

@@ -2,6 +2,7 @@ package robots
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,12 @@ const MaxBytes = 500 << 10
 // everything.
 type Rules struct {
 	groups []group
+	// named maps each product token (lower-cased) to the groups naming it,
+	// global lists the "*" groups: built once by Parse, so that whichever
+	// agent asks, its groups cost one map lookup and the file is never
+	// read again.
+	named  map[string][]*group
+	global []*group
 }
 
 // group is one or more user-agent lines and the rules after them.
@@ -99,7 +106,25 @@ func Parse(body []byte) *Rules {
 			}
 		}
 	}
+	r.index()
 	return r
+}
+
+// index fills r.named and r.global from r.groups, which no longer grows.
+func (r *Rules) index() {
+	r.named = make(map[string][]*group)
+	for i := range r.groups {
+		g := &r.groups[i]
+		if g.global {
+			r.global = append(r.global, g)
+		}
+		for j, tok := range g.agents {
+			// A group naming a token twice is still chosen once.
+			if !slices.Contains(g.agents[:j], tok) {
+				r.named[tok] = append(r.named[tok], g)
+			}
+		}
+	}
 }
 
 // skipBOM drops a UTF-8 byte order mark, or the first bytes of one, at the
