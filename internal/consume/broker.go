@@ -98,21 +98,27 @@ func (b *redisBroker) createGroup(ctx context.Context, id string) error {
 	return nil
 }
 
-// read is a blocking XREADGROUP. A read cut short by ctx closes its
-// connection rather than freeing it with CLIENT UNBLOCK, which a broker's
-// worker user is not granted (docs/operations.md, Redis ACL): that happens
-// only at shutdown and during an outage.
+// read is a blocking XREADGROUP, on a connection of its own. A read cut
+// short by ctx (shutdown, an outage) closes that connection: freeing it
+// with CLIENT UNBLOCK is not granted to a broker's worker user
+// (docs/operations.md, Redis ACL), and waiting for the block to end would
+// hold a shutdown for up to ReadBlock.
 func (b *redisBroker) read(ctx context.Context, count int, block time.Duration) ([]Entry, error) {
 	cmd := b.client.B().Xreadgroup().Group(b.o.Group, b.o.Consumer).Count(int64(count)).
 		Block(max(block.Milliseconds(), 1)).Streams().Key(b.o.Stream).Id(">").Build()
-	res, err := b.client.Do(ctx, cmd).AsXReadSlices()
+	conn, release := b.client.Dedicate()
+	defer release()
+	defer context.AfterFunc(ctx, conn.Close)()
+	res, err := conn.Do(ctx, cmd).AsXReadSlices()
 	switch {
 	case err == nil:
 	case rueidis.IsRedisNil(err):
 		b.ok()
 		return nil, nil
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+	case ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled):
 		return nil, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("consume: XREADGROUP %s: %w", b.o.Stream, ctx.Err())
 	default:
 		return nil, fmt.Errorf("consume: XREADGROUP %s: %w", b.o.Stream, noGroup(err))
 	}

@@ -141,8 +141,10 @@ type Held[C any] struct {
 	lost  bool // another consumer took it, or it was trimmed
 
 	// What of its fate is written, so a fate tried again writes each step
-	// once: its fact, its dedupe key, its dead letter.
+	// once: its fact, its dedupe key, its dead letter; and, for an
+	// unclassified failure, how many failures of the entry it makes.
 	published, remembered, deadLettered bool
+	attempts                            int
 }
 
 type heldState int

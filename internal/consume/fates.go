@@ -35,7 +35,10 @@ func (r *run[C, R]) close(h *Held[C], f Fate) bool {
 		}
 		return r.closeWith(ctx, h, f.Reason, f.Fact, f.Err)
 	case Unclassified:
-		attempts := r.failures.add(h.ID, l.clock.now())
+		if h.attempts == 0 { // counted once, however often the fate is tried
+			h.attempts = r.failures.add(h.ID, l.clock.now())
+		}
+		attempts := h.attempts
 		if attempts < l.o.MaxDeliveryAttempts {
 			l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "unclassified failure; leaving the command pending for redelivery",
 				append(commandAttrs(h), slog.Int("attempts", attempts), slog.Int("max_delivery_attempts", l.o.MaxDeliveryAttempts))...)

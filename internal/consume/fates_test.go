@@ -390,7 +390,18 @@ var fateCases = []fateCase{
 			"deadLetter 1-1 http_status → failed", "own 1-1 → owned", "deadLetter 1-1 http_status", "ack 1-1"},
 		state:   fateState{Facts: []string{"a:http_status"}, DLQ: []string{"1-1 http_status"}},
 		handled: []string{"a"}, observed: []string{"a"},
+	},	{
+		name:     "unclassified at the ceiling, the dead letter not written",
+		entries:  []testEntry{{id: "1-1", key: "a", plan: planUnclassified}},
+		opts:     func(o *Options) { o.MaxDeliveryAttempts = 1 },
+		failOnce: []string{"deadLetter"},
+		fakeOnly: "it injects a failure",
+		calls: []string{"read 1-1", "seen a → no", "own 1-1 → owned", "publish a:handler_error",
+			"deadLetter 1-1 handler_error → failed", "own 1-1 → owned", "deadLetter 1-1 handler_error", "ack 1-1"},
+		state:   fateState{Facts: []string{"a:handler_error"}, DLQ: []string{"1-1 handler_error"}},
+		handled: []string{"a"}, observed: []string{"a"},
 	},
+
 }
 
 // fateEnv is a broker a case runs on, with the means to stage the case and
