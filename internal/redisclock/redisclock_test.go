@@ -2,6 +2,7 @@ package redisclock
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -55,4 +56,10 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) = %v, before the epoch", info, at)
 		}
 	})
+}
+
+func ExampleParse() {
+	at, _ := Parse("# Server\r\nredis_version:7.0.15\r\nserver_time_usec:1796536848667147\r\n")
+	fmt.Println(at.Format(time.RFC3339Nano))
+	// Output: 2026-12-06T06:00:48.667147Z
 }
