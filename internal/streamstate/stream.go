@@ -43,7 +43,7 @@ type Stream struct {
 	// Exists is false when the key is absent: a stream nothing has written
 	// to yet. Its length is then 0.
 	Exists bool
-	// Length is XLEN.
+	// Length is how many entries it holds (what XLEN says).
 	Length int64
 	// Oldest and Newest are when the first and last entries were added
 	// (their ids' times, on the Redis server's clock); zero when empty.
@@ -64,7 +64,7 @@ type Group struct {
 	// OldestPendingIdle is the longest time since delivery among the
 	// PendingSample oldest pending entries; zero when none is pending.
 	OldestPendingIdle time.Duration
-	// Consumers are the group's consumers, as XINFO CONSUMERS lists them.
+	// Consumers are the group's consumers, as XINFO STREAM FULL lists them.
 	Consumers []Consumer
 }
 

@@ -192,3 +192,66 @@ func TestOnACluster(t *testing.T) {
 }
 
 func testenvRedis(t *testing.T) string { return testenv.StartRedis(t).Addr }
+
+// TestUnderTheBrokersACL reads as the production broker's users: the
+// worker's what the stream gauges read, the operators' what status and dlq
+// read and trim. Redis refuses them nothing.
+func TestUnderTheBrokersACL(t *testing.T) {
+	srv := testenv.StartRedisACL(t, "../../deploy/redis-acl/minimal.acl")
+	as := func(user string) rueidis.Client {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, Username: user, Password: "PASSWORD",
+			ForceSingleClient: true, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	for _, args := range [][]string{
+		{"XADD", "content.fetch", "1000-0", "a", "1"},
+		{"XADD", "content.fetch", "2000-0", "a", "1"},
+		{"XGROUP", "CREATE", "content.fetch", "replicator.fetch", "0"},
+		{"XREADGROUP", "GROUP", "replicator.fetch", "w1", "COUNT", "1", "STREAMS", "content.fetch", ">"},
+		{"XADD", "content.fetch.dlq", "3000-0", "dlq_reason", "http_status"},
+		{"XADD", "content.fetch.dlq", "4000-0", "dlq_reason", "malformed_frame"},
+	} {
+		if _, err := srv.Do(args...); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	ctx := context.Background()
+	for _, user := range []string{"replicator", "brokeradmin"} {
+		c := as(user)
+		now, err := redisclock.Now(ctx, c)
+		if err != nil {
+			t.Fatalf("%s: %v", user, err)
+		}
+		for _, key := range []string{"content.fetch", "content.replicate", "content.fetch.dlq"} {
+			if _, err := ReadStream(ctx, c, key); err != nil {
+				t.Errorf("%s: %v", user, err)
+			}
+		}
+		g, err := ReadGroups(ctx, c, "content.fetch", now, "replicator.fetch")
+		if err != nil || len(g) != 1 || g[0].Lag != 1 || g[0].Pending != 1 || len(g[0].Consumers) != 1 {
+			t.Errorf("%s: groups %+v, %v", user, g, err)
+		}
+		if g, err := ReadGroups(ctx, c, "content.replicate", now); err != nil || len(g) != 0 {
+			t.Errorf("%s: groups of an absent stream %+v, %v", user, g, err)
+		}
+	}
+	c := as("brokeradmin")
+	if got, err := NewestDeadLetters(ctx, c, "content.fetch.dlq", Filter{}, 1); err != nil || len(got) != 1 || got[0].Reason != "malformed_frame" {
+		t.Errorf("newest: %+v, %v", got, err)
+	}
+	if st, err := CountDeadLetters(ctx, c, "content.fetch.dlq", Filter{}, 0); err != nil || st.All.Count != 2 {
+		t.Errorf("stats: %+v, %v", st, err)
+	}
+	if n, err := TrimDeadLetters(ctx, c, "content.fetch.dlq", time.UnixMilli(4000)); err != nil || n != 1 {
+		t.Errorf("trim: %d, %v", n, err)
+	}
+	for _, user := range []string{"replicator", "brokeradmin"} {
+		if denied, err := srv.ACLDenials(user); err != nil || len(denied) != 0 {
+			t.Errorf("Redis refused %s: %v, %v", user, denied, err)
+		}
+	}
+}
