@@ -43,8 +43,9 @@ document (with --watch, one per line). Nothing is acknowledged, claimed or
 removed. docs/operations.md explains each number.
 
 When Redis refuses a command to this Redis user, one line names the
-command and the grant it needs. Only the held-back hosts are shown
-without: the rest of the screen is, with that line in their place.
+command and the grant it needs, and the exit status is 1. When the one
+refused is reading the held-back hosts (HMGET on the fleet pacer's keys),
+the rest of the screen is still shown, with that line in their place.
 
 Exit status: 0 when Redis was read (a fresh Redis shows "nothing yet"), 1
 when it could not be, or not all of it, 2 for usage errors.`
