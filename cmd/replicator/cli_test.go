@@ -481,3 +481,16 @@ func TestSeedGuardsTheLiveStream(t *testing.T) {
 		}
 	})
 }
+
+// lastID returns the id of stream's newest entry, or "0-0" when the stream
+// is empty or absent.
+func lastID(ctx context.Context, c rueidis.Client, stream string) (string, error) {
+	entries, err := c.Do(ctx, c.B().Xrevrange().Key(stream).End("+").Start("-").Count(1).Build()).AsXRange()
+	if err != nil {
+		return "", err
+	}
+	if len(entries) == 0 {
+		return "0-0", nil
+	}
+	return entries[0].ID, nil
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/internal/redisclock"
 	"github.com/replicator-go/replicator/internal/streamstate"
 )
 
@@ -39,12 +40,13 @@ provider, destination and blob_uri instead of the URL.
 When the payload does not decode, the frame's other fields are printed as they
 are, and the payload only as far as it is safe: header values are never
 printed (names at most), so a payload that may carry them is withheld.
-Listing and stats only read (XREVRANGE, XRANGE): nothing is acknowledged or
-removed. trim is the one way to drop dead letters: XTRIM MINID at Redis's
-clock minus D, exact; it prints how many it removed.
+Listing and stats only read (XINFO STREAM, XRANGE): nothing is acknowledged
+or removed. trim is the one way to drop dead letters: XTRIM MINID at Redis's
+clock (INFO server) minus D, exact; it prints how many it removed.
 
 Exit status: 0 when the dead letters were read or trimmed (even none), 1
-when Redis failed, 2 for usage errors.`
+when Redis failed or refused a command to this Redis user (one line names
+the grant it needs), 2 for usage errors.`
 
 // dlqFields are the frame fields the dead-letter line shows first, in order.
 var dlqFields = []string{"dlq_reason", "dlq_original_id", envelope.FieldEventType}
@@ -121,22 +123,38 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return redisExit(err)
 	}
 	defer client.Close()
+	failed := func(doing string, err error) int {
+		if !reportDenied(stderr, "replicator dlq", *redisURL, err) {
+			fmt.Fprintf(stderr, "replicator dlq: %s %s: %v\n", doing, dlq, err)
+		}
+		return 1
+	}
 	switch action {
 	case "trim":
-		return trimDLQ(ctx, client, dlq, *olderThan, stdout, stderr)
+		// Against Redis's clock, which stamped the ids.
+		now, err := redisclock.Now(ctx, client)
+		if err != nil {
+			return failed("trimming", err)
+		}
+		before := now.Add(-*olderThan)
+		n, err := streamstate.TrimDeadLetters(ctx, client, dlq, before)
+		if err != nil {
+			return failed("trimming", err)
+		}
+		fmt.Fprintf(stdout, "replicator dlq trim: removed %d dead letters older than %s (written before %s) from %s\n",
+			n, *olderThan, before.Format(time.RFC3339Nano), dlq)
+		return 0
 	case "stats":
 		st, err := streamstate.CountDeadLetters(ctx, client, dlq, f, 0)
 		if err != nil {
-			fmt.Fprintf(stderr, "replicator dlq: reading %s: %v\n", dlq, err)
-			return 1
+			return failed("reading", err)
 		}
 		renderDLQStats(stdout, st, now)
 		return 0
 	}
 	letters, err := streamstate.NewestDeadLetters(ctx, client, dlq, f, *count)
 	if err != nil {
-		fmt.Fprintf(stderr, "replicator dlq: reading %s: %v\n", dlq, err)
-		return 1
+		return failed("reading", err)
 	}
 	if len(letters) == 0 {
 		if f != (streamstate.Filter{}) {
@@ -150,25 +168,6 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, d := range letters {
 		fmt.Fprintln(stdout, deadLetterLine(d.Entry))
 	}
-	return 0
-}
-
-// trimDLQ removes dlq's dead letters older than olderThan, at Redis's
-// clock (which stamped their ids).
-func trimDLQ(ctx context.Context, c rueidis.Client, dlq string, olderThan time.Duration, stdout, stderr io.Writer) int {
-	now, err := streamstate.ServerTime(ctx, c)
-	if err != nil {
-		fmt.Fprintf(stderr, "replicator dlq: %v\n", err)
-		return 1
-	}
-	before := now.Add(-olderThan)
-	n, err := streamstate.TrimDeadLetters(ctx, c, dlq, before)
-	if err != nil {
-		fmt.Fprintf(stderr, "replicator dlq: trimming %s: %v\n", dlq, err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "replicator dlq trim: removed %d dead letters older than %s (written before %s) from %s\n",
-		n, olderThan, before.Format(time.RFC3339Nano), dlq)
 	return 0
 }
 

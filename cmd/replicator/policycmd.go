@@ -12,6 +12,7 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/internal/redisacl"
 	"github.com/replicator-go/replicator/policy"
 )
 
@@ -26,7 +27,10 @@ replays at start-up and tails while running:
 HOST is a host name or IP address without a port; it is lower-cased. The
 latest frame per host wins, by occurred_at (now).
 
-Exit status: 0 when published, 1 when Redis failed, 2 for usage errors.`
+It sends Redis nothing but XADD.
+
+Exit status: 0 when published, 1 when Redis failed (when it refused XADD to
+this Redis user, one line names the grant it needs), 2 for usage errors.`
 
 func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("policy", "policy [--redis-url URL] set HOST SECONDS | revoke HOST", policyDescription, stderr)
@@ -80,7 +84,9 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	defer client.Close()
 	id, err := publish(ctx, client, streamPolicy, m)
 	if err != nil {
-		fmt.Fprintf(stderr, "replicator policy: publishing to %s: %v\n", streamPolicy, err)
+		if !reportDenied(stderr, "replicator policy", *redisURL, redisacl.Check(err, "XADD", streamPolicy)) {
+			fmt.Fprintf(stderr, "replicator policy: publishing to %s: %v\n", streamPolicy, err)
+		}
 		return 1
 	}
 	interval := "null"

@@ -18,6 +18,7 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/internal/redisacl"
 )
 
 const seedDescription = `Publishes one content_fetch command per URL to content.fetch (or --stream),
@@ -38,16 +39,18 @@ header, never its value).
 
 With --watch it then tails the fact stream (content.blobs for content.fetch,
 else <stream>.blobs, or --facts-stream) with plain XREAD (no consumer group
-is created) from the stream's last entry before publishing, and prints a
+is created) from a second before the first command's entry id, and prints a
 progress line for each command's outcome (blob_available or fetch_failed).
+Without --watch it sends Redis nothing but XADD; with it, XREAD too.
 
 'replicator seed replicate --help' describes publishing a content_replicate
 command instead.
 
 Exit status: 0 when everything was published and, with --watch, every
 command ended blob_available or not_modified; 1 when publishing or watching
-failed, a command failed, or the watch timed out; 2 for usage errors and a
-refused target.`
+failed (when Redis refused a command to this Redis user, one line names the
+grant it needs), a command failed, or the watch timed out; 2 for usage
+errors and a refused target.`
 
 // defaultWatchTimeout is how long --watch waits by default.
 const defaultWatchTimeout = 30 * time.Second
@@ -120,7 +123,7 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *target.dryRun {
 		return printDryRun(stdout, stderr, *target.stream, commands)
 	}
-	client, start, code := target.connect(ctx, "seed", "a running worker will fetch these URLs for real", stderr)
+	client, code := target.connect("seed", "a running worker will fetch these URLs for real", stderr)
 	if code != 0 {
 		return code
 	}
@@ -131,8 +134,7 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cmd.OccurredAt = time.Now().UTC()
 		id, err := publish(ctx, client, *target.stream, cmd)
 		if err != nil {
-			fmt.Fprintf(stderr, "replicator seed: publishing to %s failed after %d of %d commands: %v\n", *target.stream, len(published), fs.NArg(), err)
-			return 1
+			return target.publishFailed("seed", err, stderr, "publishing to %s failed after %d of %d commands", *target.stream, len(published), fs.NArg())
 		}
 		r := seedResult{commandID: cmd.CommandID, entryID: id, url: cmd.URL}
 		published = append(published, r)
@@ -141,7 +143,7 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !*target.watch {
 		return 0
 	}
-	return watchFacts(ctx, client, target.factsStream(), start, published, target.watchTimeout.d, stdout, stderr)
+	return watchFacts(ctx, client, *target.redisURL, target.factsStream(), watchCursor(published[0].entryID), published, target.watchTimeout.d, stdout, stderr)
 }
 
 // printFrame writes the frame seed would publish to stream, as JSON with
@@ -183,8 +185,8 @@ func printDryRun(stdout, stderr io.Writer, stream string, commands []*envelope.C
 // watchFacts tails streamFacts from start until every published command
 // has a fact or timeout passes, printing one progress line per outcome. It
 // returns the exit status: 0 when every command ended blob_available or
-// not_modified.
-func watchFacts(ctx context.Context, client rueidis.Client, streamFacts, start string, published []seedResult, timeout time.Duration, stdout, stderr io.Writer) int {
+// not_modified. redisURL names the Redis user when Redis refuses the read.
+func watchFacts(ctx context.Context, client rueidis.Client, redisURL, streamFacts, start string, published []seedResult, timeout time.Duration, stdout, stderr io.Writer) int {
 	outstanding := make(map[string]bool, len(published))
 	for _, r := range published {
 		outstanding[r.commandID] = true
@@ -209,7 +211,9 @@ func watchFacts(ctx context.Context, client rueidis.Client, streamFacts, start s
 				fmt.Fprintf(stderr, "replicator seed: interrupted with %d of %d outcomes seen\n", done, total)
 				return 1
 			}
-			fmt.Fprintf(stderr, "replicator seed: watching %s failed: %v\n", streamFacts, err)
+			if !reportDenied(stderr, "replicator seed", redisURL, redisacl.Check(err, "XREAD", streamFacts)) {
+				fmt.Fprintf(stderr, "replicator seed: watching %s failed: %v\n", streamFacts, err)
+			}
 			return 1
 		}
 		for _, e := range streams[streamFacts] {

@@ -33,7 +33,8 @@ never minted (exit 2).
 
 With --watch it tails the fact stream (content.artifacts for
 content.replicate, else <stream>.artifacts, or --facts-stream) with plain
-XREAD until the command's replication_complete or replication_failed.
+XREAD, from a second before the command's entry id, until its
+replication_complete or replication_failed.
 
 Exit status: 0 when published and, with --watch, replication_complete; 1
 when publishing or watching failed, the command failed, or the watch timed
@@ -102,21 +103,20 @@ func runSeedReplicate(ctx context.Context, args []string, stdout, stderr io.Writ
 	if *target.dryRun {
 		return printFrame(stdout, stderr, *target.stream, cmd)
 	}
-	client, start, code := target.connect(ctx, "seed replicate", "a running worker will write this copy for real", stderr)
+	client, code := target.connect("seed replicate", "a running worker will write this copy for real", stderr)
 	if code != 0 {
 		return code
 	}
 	defer client.Close()
 	id, err := publish(ctx, client, *target.stream, cmd)
 	if err != nil {
-		fmt.Fprintf(stderr, "replicator seed replicate: publishing to %s failed: %v\n", *target.stream, err)
-		return 1
+		return target.publishFailed("seed replicate", err, stderr, "publishing to %s failed", *target.stream)
 	}
 	fmt.Fprintf(stdout, "published command_id=%s entry_id=%s destination=%s\n", cmd.CommandID, id, kvValue(cmd.Destination))
 	if !*target.watch {
 		return 0
 	}
-	return watchFacts(ctx, client, target.factsStream(), start, []seedResult{{commandID: cmd.CommandID, entryID: id}}, target.watchTimeout.d, stdout, stderr)
+	return watchFacts(ctx, client, *target.redisURL, target.factsStream(), watchCursor(id), []seedResult{{commandID: cmd.CommandID, entryID: id}}, target.watchTimeout.d, stdout, stderr)
 }
 
 // kvValue is v as kv renders a value.

@@ -1,15 +1,18 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/internal/redisacl"
+	"github.com/replicator-go/replicator/internal/streamstate"
 )
 
 // seedTarget is where a seed subcommand publishes and what it watches: the
@@ -62,32 +65,51 @@ func (t *seedTarget) factsStream() string {
 
 // connect checks the live-stream guard, as the reference decides reach
 // (only the live stream on database 0 is what a running worker consumes;
-// either alone reaches nothing), then connects and, with --watch, takes
-// the fact stream's cursor before anything is published: a worker quick
-// enough to answer before the watch starts would otherwise put its fact
-// behind it. It returns the exit status when it fails, having said why.
-func (t *seedTarget) connect(ctx context.Context, name, consequence string, stderr io.Writer) (rueidis.Client, string, int) {
+// either alone reaches nothing), then connects. It returns the exit status
+// when it fails, having said why.
+func (t *seedTarget) connect(name, consequence string, stderr io.Writer) (rueidis.Client, int) {
 	target, err := parseRedisURL(*t.redisURL)
 	if err != nil {
 		fmt.Fprintf(stderr, "replicator %s: --redis-url %s: %v\n", name, envelope.RedactURL(*t.redisURL), err)
-		return nil, "", 2
+		return nil, 2
 	}
 	if *t.stream == t.live && target.db == 0 && !*t.production {
 		fmt.Fprintf(stderr, "replicator %s: %s on database 0 is the live command stream: %s. Pass --production to mean it (or --dry-run to see the frames)\n", name, t.live, consequence)
-		return nil, "", 2
+		return nil, 2
 	}
 	client, err := newRedisClient(*t.redisURL)
 	if err != nil {
 		fmt.Fprintf(stderr, "replicator %s: %v\n", name, err)
-		return nil, "", redisExit(err)
+		return nil, redisExit(err)
 	}
-	cursor := "0-0"
-	if *t.watch {
-		if cursor, err = lastID(ctx, client, t.factsStream()); err != nil {
-			client.Close()
-			fmt.Fprintf(stderr, "replicator %s: reading %s failed, so nothing was published: %v\n", name, t.factsStream(), err)
-			return nil, "", 1
-		}
+	return client, 0
+}
+
+// publishFailed says why publishing to the command stream failed: the
+// grant it needs when Redis refused it to this user. It returns the exit
+// status, 1.
+func (t *seedTarget) publishFailed(name string, err error, stderr io.Writer, format string, a ...any) int {
+	if !reportDenied(stderr, "replicator "+name, *t.redisURL, redisacl.Check(err, "XADD", *t.stream)) {
+		fmt.Fprintf(stderr, "replicator "+name+": "+format+": %v\n", append(a, err)...)
 	}
-	return client, cursor, 0
+	return 1
+}
+
+// watchSkew is how long before the first command's entry id --watch
+// starts reading the fact stream: on a Cluster the fact stream may live on
+// a node whose clock is a little behind the command stream's.
+const watchSkew = time.Second
+
+// watchCursor is the fact stream id --watch reads after, from the entry id
+// of the first command published: watchSkew before it. Every fact about
+// these commands is written after they were published, so the watch needs
+// no read of the fact stream beforehand (its last id would take XREVRANGE,
+// which an issuer's Redis user is not granted); facts about other commands
+// read on the way are skipped by command_id.
+func watchCursor(firstEntryID string) string {
+	at, ok := streamstate.IDTime(firstEntryID)
+	if !ok || at.UnixMilli() <= watchSkew.Milliseconds() {
+		return "0-0"
+	}
+	return strconv.FormatInt(at.Add(-watchSkew).UnixMilli(), 10) + "-0"
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/internal/redisacl"
+	"github.com/replicator-go/replicator/internal/redisclock"
 	"github.com/replicator-go/replicator/internal/streamstate"
 	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/policy"
@@ -40,8 +42,13 @@ const statusDescription = `Shows the fleet's state as Redis holds it, on one scr
 document (with --watch, one per line). Nothing is acknowledged, claimed or
 removed. docs/operations.md explains each number.
 
+When Redis refuses a command to this Redis user, one line names the
+command and the grant it needs, and the exit status is 1. When the one
+refused is reading the held-back hosts (HMGET on the fleet pacer's keys),
+the rest of the screen is still shown, with that line in their place.
+
 Exit status: 0 when Redis was read (a fresh Redis shows "nothing yet"), 1
-when it could not be, 2 for usage errors.`
+when it could not be, or not all of it, 2 for usage errors.`
 
 // likelyDeadFactor flags a consumer idle this many claim times as likely
 // dead: a live worker reads every REPLICATOR_READ_BLOCK_MS.
@@ -63,6 +70,11 @@ type statusReport struct {
 	DeadLetters []statusDLQ    `json:"dead_letters"`
 	Floors      []statusFloor  `json:"floors"`
 	HeldBack    []statusHold   `json:"held_back"`
+	// HeldBackDenied says which grant reading the held-back hosts needs,
+	// when Redis refused it to this user; HeldBack is then incomplete.
+	HeldBackDenied string `json:"held_back_denied,omitempty"`
+
+	heldBackDenied *redisacl.Denied
 }
 
 type statusStream struct {
@@ -148,18 +160,27 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return redisExit(err)
 	}
 	defer client.Close()
+	user := redisUser(*redisURL)
+	code := 0
 	for {
 		rctx, cancel := context.WithTimeout(ctx, statusTimeout)
 		r, err := readStatus(rctx, client, *claim)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return 0 // interrupted while watching
+				return code // interrupted while watching
 			}
-			fmt.Fprintf(stderr, "replicator status: reading redis at %s: %s\n", envelope.RedactURL(*redisURL), oneLine(err))
+			if !reportDenied(stderr, "replicator status", *redisURL, err) {
+				fmt.Fprintf(stderr, "replicator status: reading redis at %s: %s\n", envelope.RedactURL(*redisURL), oneLine(err))
+			}
 			return 1
 		}
 		r.Redis = envelope.RedactURL(*redisURL)
+		code = 0
+		if r.heldBackDenied != nil {
+			r.HeldBackDenied = redisacl.Sentence(user, r.heldBackDenied)
+			code = 1
+		}
 		switch {
 		case *asJSON && *watch:
 			b, _ := json.Marshal(r)
@@ -174,11 +195,14 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			renderStatus(stdout, r)
 		}
 		if !*watch {
-			return 0
+			if r.HeldBackDenied != "" {
+				fmt.Fprintf(stderr, "replicator status: %s\n", r.HeldBackDenied)
+			}
+			return code
 		}
 		select {
 		case <-ctx.Done():
-			return 0
+			return code
 		case <-time.After(*interval):
 		}
 	}
@@ -202,7 +226,7 @@ func oneLine(err error) string {
 func readStatus(ctx context.Context, c rueidis.Client, claim time.Duration) (statusReport, error) {
 	r := statusReport{ClaimIdle: claim.Seconds(), Streams: []statusStream{}, DeadLetters: []statusDLQ{}, Floors: []statusFloor{}, HeldBack: []statusHold{}}
 	var err error
-	if r.At, err = streamstate.ServerTime(ctx, c); err != nil {
+	if r.At, err = redisclock.Now(ctx, c); err != nil {
 		return r, err
 	}
 	for _, key := range []string{streamCommands, streamReplicate} {
@@ -210,7 +234,7 @@ func readStatus(ctx context.Context, c rueidis.Client, claim time.Duration) (sta
 		if err != nil {
 			return r, err
 		}
-		groups, err := streamstate.ReadGroups(ctx, c, key)
+		groups, err := streamstate.ReadGroups(ctx, c, key, r.At)
 		if err != nil {
 			return r, err
 		}
@@ -248,14 +272,17 @@ func readStatus(ctx context.Context, c rueidis.Client, claim time.Duration) (sta
 	table := policy.NewTable()
 	quiet := slog.New(slog.DiscardHandler)
 	if err := fleet.NewReader(c, table, fleet.ReaderOptions{Logger: quiet}).ReplayOnce(ctx); err != nil {
-		return r, err
+		return r, fmt.Errorf("reading %s: %w", streamPolicy, redisacl.Check(err, "XRANGE", streamPolicy))
 	}
 	floors := table.Snapshot()
 	for _, host := range slices.Sorted(maps.Keys(floors)) {
 		r.Floors = append(r.Floors, statusFloor{Host: host, MinIntervalSeconds: floors[host].Seconds()})
 	}
+	// In a deployment without fleet pacing there is no pacing key to read;
+	// with it, reading them is a grant of its own (HMGET): without it the
+	// rest of the status is still shown.
 	holds, err := fleet.Holds(ctx, c, "")
-	if err != nil {
+	if !errors.As(err, &r.heldBackDenied) && err != nil {
 		return r, err
 	}
 	for _, h := range holds {
@@ -269,7 +296,7 @@ func readStatus(ctx context.Context, c rueidis.Client, claim time.Duration) (sta
 		}
 		r.HeldBack = append(r.HeldBack, sh)
 	}
-	r.NothingYet = len(r.Floors) == 0 && len(r.HeldBack) == 0
+	r.NothingYet = len(r.Floors) == 0 && len(r.HeldBack) == 0 && r.heldBackDenied == nil
 	for _, s := range r.Streams {
 		r.NothingYet = r.NothingYet && !s.Exists
 	}
@@ -346,7 +373,9 @@ func renderStatus(w io.Writer, r statusReport) {
 	tw.Flush()
 
 	fmt.Fprintln(w, "\nHELD BACK BEYOND THEIR FLOOR (429/503 escalation, fleet pacer)")
-	if len(r.HeldBack) == 0 {
+	if r.HeldBackDenied != "" {
+		fmt.Fprintf(w, "  not read: %s\n", r.HeldBackDenied)
+	} else if len(r.HeldBack) == 0 {
 		fmt.Fprintln(w, "  none")
 	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -9,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/internal/redisacl"
+	"github.com/replicator-go/replicator/internal/redisclock"
 	"github.com/replicator-go/replicator/internal/streamstate"
 )
 
@@ -108,7 +111,11 @@ func (g *streamGauges) refresh(parent context.Context) {
 		}
 		g.failures.Inc()
 		if !g.failed {
-			g.log.Warn("could not read the streams' state; the stream gauges keep their last values", "error", err)
+			attrs := []any{"error", err}
+			if d := (*redisacl.Denied)(nil); errors.As(err, &d) {
+				attrs = append(attrs, "grant", d.Grant()) // docs/operations.md, Redis ACL
+			}
+			g.log.Warn("could not read the streams' state; the stream gauges keep their last values", attrs...)
 		}
 		g.failed = true
 		return
@@ -125,7 +132,7 @@ func (g *streamGauges) refresh(parent context.Context) {
 func readStreamState(ctx context.Context, c rueidis.Client, consumed []consumedStream) (streamState, error) {
 	var s streamState
 	var err error
-	if s.at, err = streamstate.ServerTime(ctx, c); err != nil {
+	if s.at, err = redisclock.Now(ctx, c); err != nil {
 		return s, err
 	}
 	for _, cs := range consumed {
@@ -133,7 +140,7 @@ func readStreamState(ctx context.Context, c rueidis.Client, consumed []consumedS
 		if err != nil {
 			return s, err
 		}
-		groups, err := streamstate.ReadGroups(ctx, c, cs.stream, cs.group)
+		groups, err := streamstate.ReadGroups(ctx, c, cs.stream, s.at, cs.group)
 		if err != nil {
 			return s, err
 		}

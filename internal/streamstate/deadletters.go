@@ -13,11 +13,11 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/internal/redisacl"
 	"github.com/replicator-go/replicator/policy"
 )
 
-// batch is how many entries one XRANGE or XREVRANGE of a dead-letter scan
-// asks for.
+// batch is how many entries one XRANGE of a dead-letter scan asks for.
 const batch = 500
 
 // DeadLetter is one entry of a dead-letter stream (docs/streams.md, Dead
@@ -110,30 +110,74 @@ func (f Filter) bounds() (start, end string) {
 }
 
 // NewestDeadLetters returns up to n of key's dead letters that f keeps,
-// newest first. It reads backwards in batches until it has n or the range
-// is exhausted.
+// newest first.
+//
+// It reads backwards with XRANGE alone (the operators' Redis user is not
+// granted XREVRANGE; docs/operations.md, Redis ACL): from the newest entry
+// XINFO STREAM names, over windows of entry-id time, each read oldest first
+// at most a batch at a time. The first window is one millisecond; one that
+// holds little widens the next (up to 16 times, 16 times when empty, so
+// years without an entry are crossed in a few reads), and one that fills a
+// batch is narrowed and read again, so reading the newest n takes a few
+// reads more than n/batch. It stops when it has n or has read back to the
+// oldest entry (or f.Since).
 func NewestDeadLetters(ctx context.Context, c rueidis.Client, key string, f Filter, n int) ([]DeadLetter, error) {
-	start, end := f.bounds()
+	st, err := ReadStream(ctx, c, key)
+	if err != nil || st.Length == 0 {
+		return nil, err
+	}
+	lo, hi := st.Oldest.UnixMilli(), st.Newest.UnixMilli()
+	if !f.Since.IsZero() {
+		lo = max(lo, f.Since.UnixMilli())
+	}
+	if !f.Until.IsZero() {
+		hi = min(hi, f.Until.UnixMilli())
+	}
 	var out []DeadLetter
-	for len(out) < n {
-		entries, err := c.Do(ctx, c.B().Xrevrange().Key(key).End(end).Start(start).Count(batch).Build()).AsXRange()
+	for width := int64(1); hi >= lo && len(out) < n; {
+		from := max(hi-width+1, lo)
+		entries, err := xrange(ctx, c, key, strconv.FormatInt(from, 10), strconv.FormatInt(hi, 10))
 		if err != nil {
-			return nil, fmt.Errorf("streamstate: XREVRANGE %s: %w", key, err)
+			return nil, err
 		}
-		for _, e := range entries {
-			if d := DeadLetterOf(e); f.Match(d) {
-				out = append(out, d)
-				if len(out) == n {
-					break
+		if len(entries) == batch {
+			if last, _ := IDTime(entries[len(entries)-1].ID); last.UnixMilli() < hi {
+				// Too many: the newer part first, at most half the window.
+				width = max(min((hi-from+1)/2, hi-last.UnixMilli()), 1)
+				continue
+			}
+			// The batch reached millisecond hi: read the rest of it.
+			for page := entries; len(page) == batch; {
+				if page, err = xrange(ctx, c, key, "("+page[len(page)-1].ID, strconv.FormatInt(hi, 10)); err != nil {
+					return nil, err
 				}
+				entries = append(entries, page...)
 			}
 		}
-		if len(entries) < batch {
-			break
+		for i := len(entries) - 1; i >= 0 && len(out) < n; i-- {
+			if d := DeadLetterOf(entries[i]); f.Match(d) {
+				out = append(out, d)
+			}
 		}
-		end = "(" + entries[len(entries)-1].ID
+		hi = from - 1
+		switch {
+		case len(entries) == 0:
+			width *= 16
+		case len(entries) < batch/4:
+			width *= min(int64(batch/2/len(entries)), 16)
+		}
+		width = min(width, max(hi-lo+1, 1))
 	}
 	return out, nil
+}
+
+// xrange reads up to a batch of key's entries from start to end.
+func xrange(ctx context.Context, c rueidis.Client, key, start, end string) ([]rueidis.XRangeEntry, error) {
+	entries, err := c.Do(ctx, c.B().Xrange().Key(key).Start(start).End(end).Count(batch).Build()).AsXRange()
+	if err != nil {
+		return nil, fmt.Errorf("streamstate: XRANGE %s: %w", key, redisacl.Check(err, "XRANGE", key))
+	}
+	return entries, nil
 }
 
 // Tally counts dead letters sharing a reason or a host.
@@ -178,9 +222,9 @@ func CountDeadLetters(ctx context.Context, c rueidis.Client, key string, f Filte
 	start, end := f.bounds()
 	read := 0
 	for {
-		entries, err := c.Do(ctx, c.B().Xrange().Key(key).Start(start).End(end).Count(batch).Build()).AsXRange()
+		entries, err := xrange(ctx, c, key, start, end)
 		if err != nil {
-			return s, fmt.Errorf("streamstate: XRANGE %s: %w", key, err)
+			return s, err
 		}
 		for _, e := range entries {
 			if limit > 0 && read == limit {
@@ -232,7 +276,7 @@ func TrimDeadLetters(ctx context.Context, c rueidis.Client, key string, before t
 	minID := strconv.FormatInt(max(before.UnixMilli(), 0), 10)
 	n, err := c.Do(ctx, c.B().Xtrim().Key(key).Minid().Exact().Threshold(minID).Build()).AsInt64()
 	if err != nil {
-		return 0, fmt.Errorf("streamstate: XTRIM %s MINID %s: %w", key, minID, err)
+		return 0, fmt.Errorf("streamstate: XTRIM %s MINID %s: %w", key, minID, redisacl.Check(err, "XTRIM", key))
 	}
 	return n, nil
 }

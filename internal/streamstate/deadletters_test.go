@@ -3,6 +3,7 @@ package streamstate
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,4 +122,106 @@ func ids(ds []DeadLetter) []string {
 		out = append(out, d.Entry.ID)
 	}
 	return out
+}
+
+// xrangeCalls is how many XRANGE commands the server has run.
+func xrangeCalls(t *testing.T, c rueidis.Client) int {
+	t.Helper()
+	info, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_xrange:calls="); ok {
+			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			return n
+		}
+	}
+	return 0
+}
+
+// addAll writes entries with the ids given, each with dlq_reason reason,
+// in one round trip.
+func addAll(t *testing.T, c rueidis.Client, reason string, ids ...string) {
+	t.Helper()
+	cmds := make(rueidis.Commands, 0, len(ids))
+	for _, id := range ids {
+		cmds = append(cmds, c.B().Xadd().Key("dlq").Id(id).FieldValue().FieldValue("dlq_reason", reason).Build())
+	}
+	for _, r := range c.DoMulti(context.Background(), cmds...) {
+		if err := r.Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestNewestDeadLettersReadBackwardsInWindows reads the newest dead
+// letters of a stream that has a millisecond holding more than a batch,
+// decades without any, and a steady stretch, and checks how many reads it
+// took.
+func TestNewestDeadLettersReadBackwardsInWindows(t *testing.T) {
+	c := client(t, testenvRedis(t))
+	ctx := context.Background()
+	var add []string
+	// In 1996: ten old ones.
+	for i := range 10 {
+		add = append(add, strconv.Itoa(850000000000+i)+"-0")
+	}
+	addAll(t, c, "old", add...)
+	// One millisecond of 2026 with three batches and more.
+	add = add[:0]
+	for i := range 3*batch + 7 {
+		add = append(add, "1790000000000-"+strconv.Itoa(i))
+	}
+	addAll(t, c, "dense", add...)
+	// Then a steady 5000, one a millisecond.
+	add = add[:0]
+	for i := range 5000 {
+		add = append(add, strconv.Itoa(1790000001000+i)+"-0")
+	}
+	addAll(t, c, "steady", add...)
+
+	before := xrangeCalls(t, c)
+	got, err := NewestDeadLetters(ctx, c, "dlq", Filter{}, 3)
+	if err != nil || cmp.Diff([]string{"1790000005999-0", "1790000005998-0", "1790000005997-0"}, ids(got)) != "" {
+		t.Fatalf("newest three: %v, %v", ids(got), err)
+	}
+	if n := xrangeCalls(t, c) - before; n > 2 {
+		t.Errorf("the newest three of a steady stretch took %d XRANGE, want at most 2", n)
+	}
+
+	before = xrangeCalls(t, c)
+	got, err = NewestDeadLetters(ctx, c, "dlq", Filter{Reason: "dense"}, 2*batch+1)
+	if err != nil || len(got) != 2*batch+1 || got[0].Entry.ID != "1790000000000-"+strconv.Itoa(3*batch+6) ||
+		got[len(got)-1].Entry.ID != "1790000000000-"+strconv.Itoa(batch+6) {
+		t.Fatalf("the dense millisecond: %d, %v", len(got), err)
+	}
+	// 5000 steady entries to pass are ten batches at least; the dense
+	// millisecond is four.
+	if n := xrangeCalls(t, c) - before; n > 40 {
+		t.Errorf("reading back to the dense millisecond took %d XRANGE", n)
+	}
+
+	// Across thirty years without an entry.
+	before = xrangeCalls(t, c)
+	got, err = NewestDeadLetters(ctx, c, "dlq", Filter{Reason: "old"}, 4)
+	if err != nil || cmp.Diff([]string{"850000000009-0", "850000000008-0", "850000000007-0", "850000000006-0"}, ids(got)) != "" {
+		t.Fatalf("the old ones: %v, %v", ids(got), err)
+	}
+	if n := xrangeCalls(t, c) - before; n > 50 {
+		t.Errorf("crossing thirty years took %d XRANGE", n)
+	}
+
+	// Bounds: since and until select a stretch; an until before the
+	// first entry, nothing.
+	got, _ = NewestDeadLetters(ctx, c, "dlq", Filter{Since: time.UnixMilli(1790000001998), Until: time.UnixMilli(1790000002000)}, 10)
+	if cmp.Diff([]string{"1790000002000-0", "1790000001999-0", "1790000001998-0"}, ids(got)) != "" {
+		t.Errorf("since and until: %v", ids(got))
+	}
+	if got, err := NewestDeadLetters(ctx, c, "dlq", Filter{Until: time.UnixMilli(1000)}, 10); err != nil || len(got) != 0 {
+		t.Errorf("until before the first: %v, %v", ids(got), err)
+	}
+	if got, err := NewestDeadLetters(ctx, c, "absent", Filter{}, 10); err != nil || len(got) != 0 {
+		t.Errorf("an absent stream: %v, %v", ids(got), err)
+	}
 }

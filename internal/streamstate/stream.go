@@ -7,8 +7,10 @@
 // (docs/operations.md).
 //
 // It only reads, except TrimDeadLetters. Every call is one command on one
-// key (TYPE, XINFO, XPENDING, XRANGE, XTRIM) or TIME, so it works
-// unchanged on a Redis Cluster.
+// key (XINFO STREAM, XRANGE, XTRIM), so it works unchanged on a Redis
+// Cluster, and only commands the worker's and the operators' Redis users
+// are granted (docs/operations.md, Redis ACL). A command Redis refuses
+// under its ACL is reported as a *redisacl.Denied.
 package streamstate
 
 import (
@@ -19,6 +21,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/replicator-go/replicator/internal/redisacl"
 )
 
 // PendingSample is how many of a group's oldest pending entries (by id)
@@ -39,7 +43,7 @@ type Stream struct {
 	// Exists is false when the key is absent: a stream nothing has written
 	// to yet. Its length is then 0.
 	Exists bool
-	// Length is XLEN.
+	// Length is how many entries it holds (what XLEN says).
 	Length int64
 	// Oldest and Newest are when the first and last entries were added
 	// (their ids' times, on the Redis server's clock); zero when empty.
@@ -60,7 +64,7 @@ type Group struct {
 	// OldestPendingIdle is the longest time since delivery among the
 	// PendingSample oldest pending entries; zero when none is pending.
 	OldestPendingIdle time.Duration
-	// Consumers are the group's consumers, as XINFO CONSUMERS lists them.
+	// Consumers are the group's consumers, as XINFO STREAM FULL lists them.
 	Consumers []Consumer
 }
 
@@ -74,51 +78,31 @@ type Consumer struct {
 	Idle time.Duration
 }
 
-// ServerTime returns the Redis server's clock: stream ids are stamped with
-// it, so ages are measured against it rather than this machine's.
-func ServerTime(ctx context.Context, c rueidis.Client) (time.Time, error) {
-	v, err := c.Do(ctx, c.B().Time().Build()).AsStrSlice()
-	if err != nil {
-		return time.Time{}, fmt.Errorf("streamstate: TIME: %w", err)
-	}
-	if len(v) != 2 {
-		return time.Time{}, fmt.Errorf("streamstate: TIME answered %d values", len(v))
-	}
-	sec, err1 := strconv.ParseInt(v[0], 10, 64)
-	usec, err2 := strconv.ParseInt(v[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return time.Time{}, fmt.Errorf("streamstate: TIME answered %q", v)
-	}
-	return time.Unix(sec, usec*1000).UTC(), nil
-}
-
 // ReadStream reads key's length and the times of its first and last
-// entries. An absent key is a Stream with Exists false; a key of another
-// type is an error.
+// entries, with XINFO STREAM. An absent key is a Stream with Exists
+// false; a key of another type is an error.
 func ReadStream(ctx context.Context, c rueidis.Client, key string) (Stream, error) {
 	s := Stream{Key: key}
-	typ, err := c.Do(ctx, c.B().Type().Key(key).Build()).ToString()
-	if err != nil {
-		return s, fmt.Errorf("streamstate: TYPE %s: %w", key, err)
-	}
-	switch typ {
-	case "none":
-		return s, nil
-	case "stream":
-	default:
-		return s, fmt.Errorf("streamstate: %s is a %s, not a stream", key, typ)
-	}
 	info, err := c.Do(ctx, c.B().XinfoStream().Key(key).Build()).AsMap()
+	if isNoSuchKey(err) {
+		return s, nil
+	}
 	if err != nil {
-		return s, fmt.Errorf("streamstate: XINFO STREAM %s: %w", key, err)
+		return s, fmt.Errorf("streamstate: XINFO STREAM %s: %w", key, redisacl.Check(err, "XINFO STREAM", key))
 	}
 	s.Exists = true
-	if v, ok := info["length"]; ok {
-		s.Length, _ = v.AsInt64()
-	}
+	s.Length, _ = pint(info, "length")
 	s.Oldest = entryTime(info["first-entry"])
 	s.Newest = entryTime(info["last-entry"])
 	return s, nil
+}
+
+// isNoSuchKey reports XINFO's answer for an absent key ("no such key";
+// some servers prefix it with ERR). Telling it apart this way, rather than
+// asking TYPE first, keeps to the commands the Redis users are granted.
+func isNoSuchKey(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && strings.TrimPrefix(re.Error(), "ERR ") == "no such key"
 }
 
 // entryTime is the time of the entry XINFO STREAM shows, zero when none.
@@ -137,46 +121,46 @@ func entryTime(m rueidis.RedisMessage) time.Time {
 // ReadGroups reads key's consumer groups: the ones named, or every group
 // when none is. A named group that does not exist is left out, as is
 // every group of an absent key.
-func ReadGroups(ctx context.Context, c rueidis.Client, key string, names ...string) ([]Group, error) {
-	// XINFO GROUPS on an absent key is an error reply; TYPE first.
-	typ, err := c.Do(ctx, c.B().Type().Key(key).Build()).ToString()
-	if err != nil {
-		return nil, fmt.Errorf("streamstate: TYPE %s: %w", key, err)
-	}
-	if typ != "stream" {
+//
+// It reads them from one XINFO STREAM key FULL COUNT PendingSample, which
+// lists each group's lag, its pending entries oldest first (PendingSample
+// of them) and its consumers. Redis stamps those with when they were
+// delivered and last seen; idle times are measured from now, the server's
+// clock (redisclock.Now).
+func ReadGroups(ctx context.Context, c rueidis.Client, key string, now time.Time, names ...string) ([]Group, error) {
+	info, err := c.Do(ctx, c.B().XinfoStream().Key(key).Full().Count(PendingSample).Build()).AsMap()
+	if isNoSuchKey(err) {
 		return nil, nil
 	}
-	list, err := c.Do(ctx, c.B().XinfoGroups().Key(key).Build()).ToArray()
 	if err != nil {
-		return nil, fmt.Errorf("streamstate: XINFO GROUPS %s: %w", key, err)
+		return nil, fmt.Errorf("streamstate: XINFO STREAM %s FULL: %w", key, redisacl.Check(err, "XINFO STREAM", key))
+	}
+	groupsInfo := info["groups"]
+	list, err := groupsInfo.ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("streamstate: XINFO STREAM %s FULL: groups: %w", key, err)
 	}
 	var groups []Group
 	for _, item := range list {
 		info, err := item.AsMap()
 		if err != nil {
-			return nil, fmt.Errorf("streamstate: XINFO GROUPS %s: %w", key, err)
+			return nil, fmt.Errorf("streamstate: XINFO STREAM %s FULL: a group: %w", key, err)
 		}
-		g := Group{}
-		g.Name = pstr(info, "name")
+		g := Group{Name: pstr(info, "name")}
 		if len(names) > 0 && !contains(names, g.Name) {
 			continue
 		}
-		g.Pending, _ = pint(info, "pending")
+		g.Pending, _ = pint(info, "pel-count")
 		lag, known := pint(info, "lag")
 		g.Lag = lag
 		if !known {
-			last := pstr(info, "last-delivered-id")
-			if g.Lag, err = countAfter(ctx, c, key, last); err != nil {
+			if g.Lag, err = countAfter(ctx, c, key, pstr(info, "last-delivered-id")); err != nil {
 				return nil, err
 			}
 			g.LagCounted = true
 		}
-		if g.OldestPendingIdle, err = oldestPendingIdle(ctx, c, key, g.Name, g.Pending); err != nil {
-			return nil, err
-		}
-		if g.Consumers, err = readConsumers(ctx, c, key, g.Name); err != nil {
-			return nil, err
-		}
+		g.OldestPendingIdle = oldestPendingIdle(info["pending"], now)
+		g.Consumers = readConsumers(info["consumers"], now)
 		groups = append(groups, g)
 	}
 	return groups, nil
@@ -209,55 +193,52 @@ func countAfter(ctx context.Context, c rueidis.Client, key, id string) (int64, e
 	}
 	n, err := c.Do(ctx, c.B().Xrange().Key(key).Start("("+id).End("+").Count(MaxLagCount).Build()).ToArray()
 	if err != nil {
-		return 0, fmt.Errorf("streamstate: XRANGE %s: %w", key, err)
+		return 0, fmt.Errorf("streamstate: XRANGE %s: %w", key, redisacl.Check(err, "XRANGE", key))
 	}
 	return int64(len(n)), nil
 }
 
-// oldestPendingIdle is the longest idle among the group's PendingSample
-// oldest pending entries.
-func oldestPendingIdle(ctx context.Context, c rueidis.Client, key, group string, pending int64) (time.Duration, error) {
-	if pending == 0 {
-		return 0, nil
-	}
-	rows, err := c.Do(ctx, c.B().Xpending().Key(key).Group(group).Start("-").End("+").Count(PendingSample).Build()).ToArray()
-	if err != nil {
-		return 0, fmt.Errorf("streamstate: XPENDING %s %s: %w", key, group, err)
-	}
-	var longest int64
+// oldestPendingIdle is the longest time since delivery among the pending
+// entries a group's XINFO STREAM FULL lists: its PendingSample oldest.
+func oldestPendingIdle(pending rueidis.RedisMessage, now time.Time) time.Duration {
+	rows, _ := pending.ToArray()
+	var longest time.Duration
 	for _, row := range rows {
-		// id, consumer, idle ms, deliveries
+		// id, consumer, delivery time (Unix ms), deliveries
 		f, err := row.ToArray()
 		if err != nil || len(f) < 3 {
 			continue
 		}
-		if idle, err := f[2].AsInt64(); err == nil {
-			longest = max(longest, idle)
+		if at, err := f[2].AsInt64(); err == nil {
+			longest = max(longest, since(now, at))
 		}
 	}
-	return time.Duration(longest) * time.Millisecond, nil
+	return longest
 }
 
-// readConsumers lists a group's consumers.
-func readConsumers(ctx context.Context, c rueidis.Client, key, group string) ([]Consumer, error) {
-	list, err := c.Do(ctx, c.B().XinfoConsumers().Key(key).Group(group).Build()).ToArray()
-	if err != nil {
-		return nil, fmt.Errorf("streamstate: XINFO CONSUMERS %s %s: %w", key, group, err)
-	}
+// readConsumers reads a group's consumers as XINFO STREAM FULL lists them.
+func readConsumers(consumers rueidis.RedisMessage, now time.Time) []Consumer {
+	list, _ := consumers.ToArray()
 	out := make([]Consumer, 0, len(list))
 	for _, item := range list {
 		info, err := item.AsMap()
 		if err != nil {
-			return nil, fmt.Errorf("streamstate: XINFO CONSUMERS %s %s: %w", key, group, err)
+			continue
 		}
-		var cs Consumer
-		cs.Name = pstr(info, "name")
-		cs.Pending, _ = pint(info, "pending")
-		idle, _ := pint(info, "idle")
-		cs.Idle = time.Duration(idle) * time.Millisecond
+		cs := Consumer{Name: pstr(info, "name")}
+		cs.Pending, _ = pint(info, "pel-count")
+		if seen, ok := pint(info, "seen-time"); ok {
+			cs.Idle = since(now, seen)
+		}
 		out = append(out, cs)
 	}
-	return out, nil
+	return out
+}
+
+// since is how long before now the Unix millisecond ms was, never
+// negative: on a Cluster, now may come from another node's clock.
+func since(now time.Time, ms int64) time.Duration {
+	return max(now.Sub(time.UnixMilli(ms)), 0).Truncate(time.Millisecond)
 }
 
 // IDTime is the time a stream id was stamped with: its milliseconds part.

@@ -2,11 +2,13 @@ package streamstate
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/internal/redisclock"
 	"github.com/replicator-go/replicator/internal/testenv"
 )
 
@@ -36,7 +38,7 @@ func TestReadStreamAbsentAndPresent(t *testing.T) {
 	if err != nil || s.Exists || s.Length != 0 || !s.Oldest.IsZero() {
 		t.Fatalf("absent stream: %+v, %v", s, err)
 	}
-	if g, err := ReadGroups(ctx, c, "s"); err != nil || g != nil {
+	if g, err := ReadGroups(ctx, c, "s", time.Now()); err != nil || g != nil {
 		t.Fatalf("groups of an absent stream: %+v, %v", g, err)
 	}
 	do(t, c, "XADD", "s", "1000-0", "a", "1")
@@ -60,7 +62,11 @@ func TestReadGroupsLagPendingAndIdle(t *testing.T) {
 	do(t, c, "XGROUP", "CREATE", "cmds", "g", "0")
 	do(t, c, "XGROUP", "CREATE", "cmds", "other", "$")
 
-	groups, err := ReadGroups(ctx, c, "cmds", "g")
+	now, err := redisclock.Now(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := ReadGroups(ctx, c, "cmds", now, "g")
 	if err != nil || len(groups) != 1 {
 		t.Fatalf("groups: %+v, %v", groups, err)
 	}
@@ -70,9 +76,13 @@ func TestReadGroupsLagPendingAndIdle(t *testing.T) {
 
 	// A consumer reads two and dies without acking.
 	do(t, c, "XREADGROUP", "GROUP", "g", "dead", "COUNT", "2", "STREAMS", "cmds", ">")
-	first, _ := ReadGroups(ctx, c, "cmds", "g")
-	time.Sleep(300 * time.Millisecond)
-	second, err := ReadGroups(ctx, c, "cmds", "g")
+	if now, err = redisclock.Now(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := ReadGroups(ctx, c, "cmds", now, "g")
+	// Idle times are measured from the clock given: 300 ms later, each is
+	// 300 ms longer.
+	second, err := ReadGroups(ctx, c, "cmds", now.Add(300*time.Millisecond), "g")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,14 +90,17 @@ func TestReadGroupsLagPendingAndIdle(t *testing.T) {
 	if g.Lag != 3 || g.Pending != 2 || len(g.Consumers) != 1 || g.Consumers[0].Name != "dead" || g.Consumers[0].Pending != 2 {
 		t.Fatalf("after a read left pending: %+v", g)
 	}
-	if g.OldestPendingIdle < first[0].OldestPendingIdle+250*time.Millisecond {
-		t.Errorf("oldest pending idle went from %v to %v over 300ms; want it to grow", first[0].OldestPendingIdle, g.OldestPendingIdle)
+	if d := g.OldestPendingIdle - first[0].OldestPendingIdle; d != 300*time.Millisecond {
+		t.Errorf("oldest pending idle went from %v to %v over 300ms", first[0].OldestPendingIdle, g.OldestPendingIdle)
 	}
-	if g.Consumers[0].Idle < 250*time.Millisecond {
-		t.Errorf("consumer idle = %v, want ≥ 250ms", g.Consumers[0].Idle)
+	if d := g.Consumers[0].Idle - first[0].Consumers[0].Idle; d != 300*time.Millisecond {
+		t.Errorf("consumer idle went from %v to %v over 300ms", first[0].Consumers[0].Idle, g.Consumers[0].Idle)
+	}
+	if first[0].OldestPendingIdle > time.Minute || first[0].Consumers[0].Idle > time.Minute {
+		t.Errorf("idle times read at once: %+v", first[0])
 	}
 
-	all, err := ReadGroups(ctx, c, "cmds")
+	all, err := ReadGroups(ctx, c, "cmds", now)
 	if err != nil || len(all) != 2 || all[1].Name != "other" || all[1].Lag != 0 {
 		t.Fatalf("every group: %+v, %v", all, err)
 	}
@@ -97,20 +110,37 @@ func TestReadGroupsLagPendingAndIdle(t *testing.T) {
 	last, _ := do(t, c, "XADD", "cmds", "*", "a", "1").ToString()
 	do(t, c, "XADD", "cmds", "*", "a", "1")
 	do(t, c, "XDEL", "cmds", last)
-	groups, err = ReadGroups(ctx, c, "cmds", "g")
+	groups, err = ReadGroups(ctx, c, "cmds", now, "g")
 	if err != nil || groups[0].Lag != 4 || !groups[0].LagCounted {
 		t.Fatalf("lag after XDEL: %+v, %v", groups, err)
 	}
 }
 
-func TestServerTime(t *testing.T) {
+// TestPendingBeyondTheSample leaves more entries pending than XINFO
+// STREAM FULL lists: the counts are the whole lists'.
+func TestPendingBeyondTheSample(t *testing.T) {
 	c := client(t, testenv.StartRedis(t).Addr)
-	now, err := ServerTime(context.Background(), c)
+	ctx := context.Background()
+	for i := range PendingSample + 50 {
+		do(t, c, "XADD", "cmds", strconv.Itoa(1000+i)+"-0", "a", "1")
+	}
+	do(t, c, "XGROUP", "CREATE", "cmds", "g", "0")
+	do(t, c, "XREADGROUP", "GROUP", "g", "w1", "COUNT", strconv.Itoa(PendingSample), "STREAMS", "cmds", ">")
+	do(t, c, "XREADGROUP", "GROUP", "g", "w2", "COUNT", "50", "STREAMS", "cmds", ">")
+	now, err := redisclock.Now(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(now); d < -time.Minute || d > time.Minute {
-		t.Errorf("server time %v is %v from this machine's", now, d)
+	groups, err := ReadGroups(ctx, c, "cmds", now, "g")
+	if err != nil || len(groups) != 1 {
+		t.Fatalf("groups: %+v, %v", groups, err)
+	}
+	g := groups[0]
+	if g.Pending != PendingSample+50 || g.Lag != 0 || len(g.Consumers) != 2 || g.Consumers[0].Pending != PendingSample || g.Consumers[1].Pending != 50 {
+		t.Errorf("group: %+v", g)
+	}
+	if g.OldestPendingIdle > time.Minute {
+		t.Errorf("oldest pending idle %v, read at once", g.OldestPendingIdle)
 	}
 }
 
@@ -147,7 +177,7 @@ func TestOnACluster(t *testing.T) {
 		if err != nil || s.Length != 1 {
 			t.Fatalf("%s: %+v, %v", key, s, err)
 		}
-		g, err := ReadGroups(ctx, c, key, "g")
+		g, err := ReadGroups(ctx, c, key, time.Now(), "g")
 		if err != nil || len(g) != 1 || g[0].Lag != 1 {
 			t.Fatalf("%s groups: %+v, %v", key, g, err)
 		}
@@ -162,3 +192,66 @@ func TestOnACluster(t *testing.T) {
 }
 
 func testenvRedis(t *testing.T) string { return testenv.StartRedis(t).Addr }
+
+// TestUnderTheBrokersACL reads as the production broker's users: the
+// worker's what the stream gauges read, the operators' what status and dlq
+// read and trim. Redis refuses them nothing.
+func TestUnderTheBrokersACL(t *testing.T) {
+	srv := testenv.StartRedisACL(t, "../../deploy/redis-acl/minimal.acl")
+	as := func(user string) rueidis.Client {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, Username: user, Password: "PASSWORD",
+			ForceSingleClient: true, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	for _, args := range [][]string{
+		{"XADD", "content.fetch", "1000-0", "a", "1"},
+		{"XADD", "content.fetch", "2000-0", "a", "1"},
+		{"XGROUP", "CREATE", "content.fetch", "replicator.fetch", "0"},
+		{"XREADGROUP", "GROUP", "replicator.fetch", "w1", "COUNT", "1", "STREAMS", "content.fetch", ">"},
+		{"XADD", "content.fetch.dlq", "3000-0", "dlq_reason", "http_status"},
+		{"XADD", "content.fetch.dlq", "4000-0", "dlq_reason", "malformed_frame"},
+	} {
+		if _, err := srv.Do(args...); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	ctx := context.Background()
+	for _, user := range []string{"replicator", "brokeradmin"} {
+		c := as(user)
+		now, err := redisclock.Now(ctx, c)
+		if err != nil {
+			t.Fatalf("%s: %v", user, err)
+		}
+		for _, key := range []string{"content.fetch", "content.replicate", "content.fetch.dlq"} {
+			if _, err := ReadStream(ctx, c, key); err != nil {
+				t.Errorf("%s: %v", user, err)
+			}
+		}
+		g, err := ReadGroups(ctx, c, "content.fetch", now, "replicator.fetch")
+		if err != nil || len(g) != 1 || g[0].Lag != 1 || g[0].Pending != 1 || len(g[0].Consumers) != 1 {
+			t.Errorf("%s: groups %+v, %v", user, g, err)
+		}
+		if g, err := ReadGroups(ctx, c, "content.replicate", now); err != nil || len(g) != 0 {
+			t.Errorf("%s: groups of an absent stream %+v, %v", user, g, err)
+		}
+	}
+	c := as("brokeradmin")
+	if got, err := NewestDeadLetters(ctx, c, "content.fetch.dlq", Filter{}, 1); err != nil || len(got) != 1 || got[0].Reason != "malformed_frame" {
+		t.Errorf("newest: %+v, %v", got, err)
+	}
+	if st, err := CountDeadLetters(ctx, c, "content.fetch.dlq", Filter{}, 0); err != nil || st.All.Count != 2 {
+		t.Errorf("stats: %+v, %v", st, err)
+	}
+	if n, err := TrimDeadLetters(ctx, c, "content.fetch.dlq", time.UnixMilli(4000)); err != nil || n != 1 {
+		t.Errorf("trim: %d, %v", n, err)
+	}
+	for _, user := range []string{"replicator", "brokeradmin"} {
+		if denied, err := srv.ACLDenials(user); err != nil || len(denied) != 0 {
+			t.Errorf("Redis refused %s: %v, %v", user, denied, err)
+		}
+	}
+}

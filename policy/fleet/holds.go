@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/internal/redisacl"
+	"github.com/replicator-go/replicator/internal/redisclock"
 	"github.com/replicator-go/replicator/policy"
 )
 
@@ -32,7 +33,11 @@ const scanCount = 1000
 // Holds lists the hosts whose pacing key under prefix (empty:
 // DefaultKeyPrefix) holds an escalation still in force, by host. It reads
 // only: SCAN on every node (a key lives on one node of a Cluster) and one
-// HMGET per key found, compared with the node's own clock.
+// HMGET per key found, compared with the node's own clock (INFO server).
+//
+// A command Redis refuses under its ACL ends the read with a
+// *redisacl.Denied (the HMGET grant names every pacing key); the holds
+// read before it are returned with it.
 func Holds(ctx context.Context, client rueidis.Client, prefix string) ([]Hold, error) {
 	if prefix == "" {
 		prefix = DefaultKeyPrefix
@@ -40,15 +45,15 @@ func Holds(ctx context.Context, client rueidis.Client, prefix string) ([]Hold, e
 	seen := map[string]bool{}
 	var out []Hold
 	for _, node := range client.Nodes() {
-		now, err := serverNow(ctx, node)
+		now, err := redisclock.Now(ctx, node)
 		if err != nil {
-			return nil, err
+			return byHost(out), fmt.Errorf("fleet: %w", err)
 		}
 		var cursor uint64
 		for {
 			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+"{*}").Count(scanCount).Type("hash").Build()).AsScanEntry()
 			if err != nil {
-				return nil, fmt.Errorf("fleet: SCAN: %w", err)
+				return byHost(out), fmt.Errorf("fleet: SCAN: %w", redisacl.Check(err, "SCAN", ""))
 			}
 			for _, key := range e.Elements {
 				if seen[key] {
@@ -57,7 +62,7 @@ func Holds(ctx context.Context, client rueidis.Client, prefix string) ([]Hold, e
 				seen[key] = true
 				h, ok, err := readHold(ctx, node, key, prefix, now)
 				if err != nil {
-					return nil, err
+					return byHost(out), err
 				}
 				if ok {
 					out = append(out, h)
@@ -68,15 +73,20 @@ func Holds(ctx context.Context, client rueidis.Client, prefix string) ([]Hold, e
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b Hold) int { return strings.Compare(a.Host, b.Host) })
-	return out, nil
+	return byHost(out), nil
+}
+
+// byHost sorts holds by host.
+func byHost(holds []Hold) []Hold {
+	slices.SortFunc(holds, func(a, b Hold) int { return strings.Compare(a.Host, b.Host) })
+	return holds
 }
 
 // readHold reads one pacing key's escalation (see pace.lua).
 func readHold(ctx context.Context, node rueidis.Client, key, prefix string, now time.Time) (Hold, bool, error) {
 	v, err := node.Do(ctx, node.B().Hmget().Key(key).Field("esc", "esc_at").Build()).ToArray()
 	if err != nil {
-		return Hold{}, false, fmt.Errorf("fleet: HMGET %s: %w", key, err)
+		return Hold{}, false, fmt.Errorf("fleet: HMGET %s: %w", key, redisacl.CheckPattern(err, "HMGET", key, prefix+"*"))
 	}
 	if len(v) != 2 {
 		return Hold{}, false, nil
@@ -93,18 +103,4 @@ func readHold(ctx context.Context, node rueidis.Client, key, prefix string, now 
 	}
 	h.Until = h.Since.Add(policy.EscalationReset)
 	return h, now.Before(h.Until), nil
-}
-
-// serverNow is a node's clock.
-func serverNow(ctx context.Context, node rueidis.Client) (time.Time, error) {
-	v, err := node.Do(ctx, node.B().Time().Build()).AsStrSlice()
-	if err != nil {
-		return time.Time{}, fmt.Errorf("fleet: TIME: %w", err)
-	}
-	if len(v) != 2 {
-		return time.Time{}, fmt.Errorf("fleet: TIME answered %d values", len(v))
-	}
-	sec, _ := strconv.ParseInt(v[0], 10, 64)
-	usec, _ := strconv.ParseInt(v[1], 10, 64)
-	return time.Unix(sec, usec*1000).UTC(), nil
 }

@@ -2,13 +2,16 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/internal/redisacl"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/policy"
 )
@@ -69,5 +72,36 @@ func TestReplayOnce(t *testing.T) {
 	want := map[string]time.Duration{"a.example": 5 * time.Second, "c.example": 0}
 	if diff := cmp.Diff(want, table.Snapshot()); diff != "" {
 		t.Errorf("floors (-want +got):\n%s", diff)
+	}
+}
+
+// TestHoldsAsTheOperatorsUser reads holds as the production broker's
+// operator user, which may SCAN and read INFO but not HMGET: with no
+// pacing key (fleet pacing off) it reads nothing and Redis refuses
+// nothing; with one, the HMGET refused is named with the grant that covers
+// every pacing key.
+func TestHoldsAsTheOperatorsUser(t *testing.T) {
+	srv := testenv.StartRedisACL(t, "../../deploy/redis-acl/minimal.acl")
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, Username: "brokeradmin", Password: "PASSWORD",
+		ForceSingleClient: true, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if hs, err := Holds(ctx, c, ""); err != nil || len(hs) != 0 {
+		t.Fatalf("no pacing key: %+v, %v", hs, err)
+	}
+	if denied, err := srv.ACLDenials("brokeradmin"); err != nil || len(denied) != 0 {
+		t.Fatalf("ACL denials without pacing keys: %v, %v", denied, err)
+	}
+
+	if _, err := srv.Do("HSET", DefaultKeyPrefix+"{a.example}", "esc", "4000000", "esc_at", "1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Holds(ctx, c, "")
+	var d *redisacl.Denied
+	if !errors.As(err, &d) || d.Command != "HMGET" || d.Key != DefaultKeyPrefix+"{a.example}" || d.Grant() != "(+hmget ~replicator:pace:*)" {
+		t.Fatalf("with a pacing key: %v, want HMGET denied", err)
 	}
 }
