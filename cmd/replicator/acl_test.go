@@ -25,18 +25,6 @@ const (
 	aclPass    = "PASSWORD"
 )
 
-// userClient connects the test to srv as user.
-func userClient(t *testing.T, srv *testenv.Redis, user, password string) rueidis.Client {
-	t.Helper()
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, Username: user, Password: password,
-		ForceSingleClient: true, DisableCache: true, ClientSetInfo: rueidis.DisableClientSetInfo})
-	if err != nil {
-		t.Fatalf("redis client as %s: %v", user, err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
 // aclWorkerEnv is the worker's environment as the production user.
 func aclWorkerEnv(srv *testenv.Redis, dir string, extra ...string) []string {
 	return append([]string{
@@ -113,9 +101,10 @@ func TestWorkerUnderTheProductionACL(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			origin := aclOrigin(t)
 			srv := testenv.StartRedisACL(t, tc.acl)
-			admin := userClient(t, srv, testenv.AdminUser, testenv.AdminPassword)
-			issuer := userClient(t, srv, "watcher", aclPass)
-			w := startBinary(t, aclWorkerEnv(srv, t.TempDir(), tc.env...), "worker")
+			admin := brokerClient(t, srv, testenv.AdminUser, testenv.AdminPassword)
+			issuer := brokerClient(t, srv, "watcher", aclPass)
+			addr := metricsAddr(t)
+			w := startBinary(t, aclWorkerEnv(srv, t.TempDir(), append(tc.env, "REPLICATOR_METRICS_ADDR="+addr)...), "worker")
 
 			for i := range 20 {
 				publishAs(t, issuer, fmt.Sprintf("cmd-%02d", i), fmt.Sprintf("%s/doc/%d", origin.URL, i))
@@ -176,6 +165,17 @@ func TestWorkerUnderTheProductionACL(t *testing.T) {
 				t.Errorf("the worker with minimal grants did not pace locally:\n%s", tail(w.stderr.String(), 3000))
 			}
 
+			// The health check and the stream gauges read Redis as the
+			// worker's user too.
+			testenv.Eventually(t, 30*time.Second, "/healthz 200 and the stream gauges filled", func() bool {
+				code, _ := httpGet(t, "http://"+addr+"/healthz")
+				_, metrics := httpGet(t, "http://"+addr+"/metrics")
+				return code == http.StatusOK && strings.Contains(metrics, `replicator_group_pending{group="replicator.fetch",stream="content.fetch"} 0`)
+			})
+			if _, metrics := httpGet(t, "http://"+addr+"/metrics"); !strings.Contains(metrics, "replicator_stream_state_read_failures_total 0") {
+				t.Errorf("the stream gauges failed to read:\n%s", tail(metrics, 2000))
+			}
+
 			if code := w.stop(t, 30*time.Second); code != 0 {
 				t.Errorf("worker exited %d after SIGTERM, want 0", code)
 			}
@@ -209,7 +209,7 @@ func TestWorkerWaitsOutAMissingGrant(t *testing.T) {
 	}
 	origin := aclOrigin(t)
 	srv := testenv.StartRedisACL(t, path)
-	admin := userClient(t, srv, testenv.AdminUser, testenv.AdminPassword)
+	admin := brokerClient(t, srv, testenv.AdminUser, testenv.AdminPassword)
 	w := startBinary(t, aclWorkerEnv(srv, t.TempDir(),
 		"REPLICATOR_CLAIM_MIN_IDLE_MS=600", // a reclaim would come back within a second
 		"REPLICATOR_ERROR_BACKOFF_BASE_SECONDS=0.1", "REPLICATOR_ERROR_BACKOFF_MAX_SECONDS=0.5",
