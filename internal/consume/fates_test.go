@@ -390,7 +390,7 @@ var fateCases = []fateCase{
 			"deadLetter 1-1 http_status → failed", "own 1-1 → owned", "deadLetter 1-1 http_status", "ack 1-1"},
 		state:   fateState{Facts: []string{"a:http_status"}, DLQ: []string{"1-1 http_status"}},
 		handled: []string{"a"}, observed: []string{"a"},
-	},	{
+	}, {
 		name:     "unclassified at the ceiling, the dead letter not written",
 		entries:  []testEntry{{id: "1-1", key: "a", plan: planUnclassified}},
 		opts:     func(o *Options) { o.MaxDeliveryAttempts = 1 },
@@ -401,7 +401,6 @@ var fateCases = []fateCase{
 		state:   fateState{Facts: []string{"a:handler_error"}, DLQ: []string{"1-1 handler_error"}},
 		handled: []string{"a"}, observed: []string{"a"},
 	},
-
 }
 
 // fateEnv is a broker a case runs on, with the means to stage the case and
