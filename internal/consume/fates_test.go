@@ -390,7 +390,8 @@ var fateCases = []fateCase{
 			"deadLetter 1-1 http_status → failed", "own 1-1 → owned", "deadLetter 1-1 http_status", "ack 1-1"},
 		state:   fateState{Facts: []string{"a:http_status"}, DLQ: []string{"1-1 http_status"}},
 		handled: []string{"a"}, observed: []string{"a"},
-	}, {
+	},
+	{
 		name:     "unclassified at the ceiling, the dead letter not written",
 		entries:  []testEntry{{id: "1-1", key: "a", plan: planUnclassified}},
 		opts:     func(o *Options) { o.MaxDeliveryAttempts = 1 },
