@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/internal/redisacl"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/policy/fleet"
 )
@@ -55,7 +55,7 @@ func choosePacer(ctx context.Context, client rueidis.Client, want bool, why stri
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	err := p.Probe(pctx)
-	if err != nil && isNoPerm(err) {
+	if err != nil && redisacl.IsNoPerm(err) {
 		log.Warn("fleet pacing refused by Redis: each worker spaces requests to a host on its own", "why", why,
 			"error", err.Error(), "grant", fleet.ACLRule)
 		return local, nil
@@ -67,11 +67,4 @@ func choosePacer(ctx context.Context, client rueidis.Client, want bool, why stri
 	}
 	log.Info("fleet pacing on: workers sharing this Redis share each host's spacing", "why", why)
 	return p, p
-}
-
-// isNoPerm reports whether err is Redis refusing a command or a key to the
-// user (NOPERM).
-func isNoPerm(err error) bool {
-	re, ok := rueidis.IsRedisErr(err)
-	return ok && strings.HasPrefix(re.Error(), "NOPERM")
 }
