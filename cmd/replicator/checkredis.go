@@ -61,7 +61,9 @@ func runCheckRedis(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "replicator check-redis: %s\n", oneLine(err))
 		return 2
 	}
-	say := func(w io.Writer, format string, a ...any) { fmt.Fprintf(w, "replicator check-redis: "+format+"\n", a...) }
+	say := func(w io.Writer, format string, a ...any) {
+		fmt.Fprintf(w, "replicator check-redis: "+format+"\n", a...)
+	}
 	for _, w := range cfg.Warnings {
 		say(stderr, "%s", w)
 	}

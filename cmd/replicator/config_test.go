@@ -107,7 +107,7 @@ func TestLoadConfigEverySetting(t *testing.T) {
 		{variable: "REPLICATOR_BLOCKED_DESTINATIONS", get: func(c Config) any { return c.BlockedDestinations },
 			def: []netip.Prefix(nil), blank: refused, good: "127.0.0.0/8, ::1, 203.0.113.0/24",
 			goodWant: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("203.0.113.0/24")},
-			bad: []string{",", ",,", "10.0.0.1/8", "10.0.0.0/33", "localhost", "fe80::1%eth0"}},
+			bad:      []string{",", ",,", "10.0.0.1/8", "10.0.0.0/33", "localhost", "fe80::1%eth0"}},
 		{variable: "REPLICATOR_PERSIST_ENABLED", get: func(c Config) any { return true },
 			def: true, blank: refused, good: "FALSE", goodWant: true,
 			bad: []string{"true", "1", "yes", "On", "maybe"}},

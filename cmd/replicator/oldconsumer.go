@@ -76,7 +76,7 @@ func groupConsumers(ctx context.Context, c rueidis.Client, stream, group string)
 // oldConsumer is one group's old registration being taken over.
 type oldConsumer struct {
 	stream, group, name string
-	told               map[string]bool // what was logged already, by kind
+	told                map[string]bool // what was logged already, by kind
 }
 
 // takeOver follows the old registrations of this worker's groups until each
