@@ -131,16 +131,25 @@ func probeFloor(ctx context.Context, rawURL string, timeout time.Duration) (vers
 		msg := strings.ReplaceAll(scrub(r.err, rawURL).Error(), rawURL, envelope.RedactURL(rawURL))
 		return "", classifyProbe(msg), msg
 	}
-	for line := range strings.SplitSeq(r.info, "\n") {
+	version, v = floorOf(r.info)
+	if v == floorUnknown {
+		return "", v, "INFO server named no redis_version"
+	}
+	return version, v, ""
+}
+
+// floorOf reads redis_version from an INFO reply and judges it.
+func floorOf(info string) (string, floorVerdict) {
+	for line := range strings.SplitSeq(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
 			major, _, _ := strings.Cut(v, ".")
 			if n, err := strconv.Atoi(major); err == nil && n >= redisFloorMajor {
-				return v, floorMet, ""
+				return v, floorMet
 			}
-			return v, floorBelow, ""
+			return v, floorBelow
 		}
 	}
-	return "", floorUnknown, "INFO server named no redis_version"
+	return "", floorUnknown
 }
 
 // classifyProbe tells a refused credential from a Redis never reached: they
