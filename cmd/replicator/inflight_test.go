@@ -19,7 +19,7 @@ func TestStatusInflight(t *testing.T) {
 	host, _ := os.Hostname()
 	leavePending(t, admin, streamCommands, "replicator.fetch", "replicator-fetch-1", 2)
 	leavePending(t, admin, streamCommands, "replicator.fetch", "replicator-fetch-2", 5) // another worker's
-	leavePending(t, admin, streamCommands, "replicator.fetch", "replicator@"+host, 1)  // left by an earlier version
+	leavePending(t, admin, streamCommands, "replicator.fetch", "replicator@"+host, 1)   // left by an earlier version
 	leavePending(t, admin, streamReplicate, "replicator.replicate", "replicator-replicate-1", 1)
 
 	dir := t.TempDir()
