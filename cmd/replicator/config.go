@@ -566,6 +566,18 @@ var settings = []setting{
 		forms:   "a key file",
 		meaning: "the Python worker's credentials for refreshing its package index at start; this worker installs no packages",
 		set:     func(*Config, string) error { return nil }},
+	testSuiteSetting("REPLICATOR_TEST_REDIS_URL"),
+	testSuiteSetting("REPLICATOR_TEST_GCS_BUCKET"),
+	testSuiteSetting("REPLICATOR_TEST_BLOB_BUCKET"),
+	testSuiteSetting("REPLICATOR_TEST_GCS_CREDENTIALS"),
+}
+
+// testSuiteSetting is one of the Python worker's test-suite variables: its
+// tests', not a deployment's; this project's tests start their own servers.
+func testSuiteSetting(name string) setting {
+	return setting{name: name, blank: blankDefault, by: byNone, forms: "any",
+		meaning: "the Python worker's test suite's; not read",
+		set:     func(*Config, string) error { return nil }}
 }
 
 // streamID matches a Redis stream id: milliseconds, optionally -sequence.

@@ -46,7 +46,14 @@ func runStatusForms(ctx context.Context, args []string, stdout, stderr io.Writer
 	if len(args) > 0 && args[0] == "inflight" {
 		return runInflight(ctx, args[1:], stdout, stderr)
 	}
-	return runStatus(ctx, args, stdout, stderr)
+	code := runStatus(ctx, args, stdout, stderr)
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fmt.Fprintln(stderr, "\nAlso: replicator status inflight prints this worker's pending count for a\npatching gate (replicator status inflight --help).")
+			break
+		}
+	}
+	return code
 }
 
 func runInflight(ctx context.Context, args []string, stdout, stderr io.Writer) int {
