@@ -38,7 +38,7 @@ func subcommands() []subcommand {
 		{"fetch", "fetch one URL now, without Redis, and print the resulting fact", runFetch},
 		{"worker", "run the consume loop (settings from REPLICATOR_* variables)", runWorker},
 		{"seed", "publish content.fetch commands and optionally watch their outcomes", runSeed},
-		{"status", "show the streams, groups, dead letters and pacing as Redis holds them (status inflight: this worker's pending count)", runStatusForms},
+		{"status", "show streams, groups, dead letters and pacing; status inflight: pending count", runStatusForms},
 		{"dlq", "print, tally or trim dead letters (content.fetch.dlq by default)", runDLQ},
 		{"policy", "publish a per-host politeness policy (set HOST SECONDS | revoke HOST)", runPolicy},
 		{"check-redis", "check that Redis meets the worker's version floor (a start-up step)", runCheckRedis},
@@ -81,7 +81,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "replicator fetches URLs on command, safely and politely, and announces each outcome as a fact.")
 	fmt.Fprintln(w, "\nUsage: replicator <subcommand> [flags] [args]\n\nSubcommands:")
 	for _, c := range subcommands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'replicator <subcommand> --help' for its flags.")
 }
