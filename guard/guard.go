@@ -66,6 +66,10 @@ type Options struct {
 	// IPv4-mapped IPv6 prefixes (::ffff:a.b.c.d/n, n ≥ 96) also allow the
 	// plain IPv4 prefix.
 	Allow []netip.Prefix
+	// Deny lists prefixes refused on top of the guard's own rules, even
+	// inside Allow (an operator's deny list). IPv4-mapped and other
+	// embedded IPv4 addresses are judged by their IPv4 too.
+	Deny []netip.Prefix
 	// Resolver resolves host names; nil means net.DefaultResolver.
 	Resolver Resolver
 }
@@ -75,6 +79,7 @@ type Options struct {
 // and resolves with net.DefaultResolver.
 type Guard struct {
 	allow    []netip.Prefix
+	deny     []netip.Prefix
 	resolver Resolver
 }
 
@@ -91,7 +96,22 @@ func New(opts Options) *Guard {
 			g.allow = append(g.allow, netip.PrefixFrom(a.Unmap(), p.Bits()-96).Masked())
 		}
 	}
+	for _, p := range opts.Deny {
+		if p.IsValid() {
+			g.deny = append(g.deny, p.Masked())
+		}
+	}
 	return g
+}
+
+// denyListed reports the Deny prefix holding a, if any.
+func (g *Guard) denyListed(a netip.Addr) (netip.Prefix, bool) {
+	for _, p := range g.deny {
+		if p.Contains(a) {
+			return p, true
+		}
+	}
+	return netip.Prefix{}, false
 }
 
 func (g *Guard) lookup() Resolver {
@@ -112,7 +132,8 @@ func (g *Guard) allowed(a netip.Addr) bool {
 
 // CheckAddr judges one address and returns nil or a *RefusedError.
 //
-// Order: the zone is stripped; an address inside Options.Allow passes; an
+// Order: the zone is stripped; an address inside Options.Deny (or whose
+// embedded IPv4 is) is refused; an address inside Options.Allow passes; an
 // IPv6 address embedding an IPv4 (IPv4-mapped, NAT64, 6to4, Teredo) is
 // judged by that IPv4 alone — allowed if Allow contains it, refused if the
 // IPv4 deny table does, passed otherwise; any other address is refused if
@@ -126,6 +147,14 @@ func (g *Guard) checkAddr(host string, a netip.Addr) error {
 		return &RefusedError{Host: host, Range: "no valid address"}
 	}
 	a = a.WithZone("")
+	if p, bad := g.denyListed(a); bad {
+		return &RefusedError{Host: host, Addr: a, Range: "operator deny list " + p.String()}
+	}
+	if v4, _, ok := embeddedIPv4(a); ok {
+		if p, bad := g.denyListed(v4); bad {
+			return &RefusedError{Host: host, Addr: a, Range: "operator deny list " + p.String()}
+		}
+	}
 	if g.allowed(a) {
 		return nil
 	}

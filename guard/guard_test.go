@@ -449,3 +449,22 @@ func TestParseIPLiteral(t *testing.T) {
 		})
 	}
 }
+
+// TestDenyList: an operator's deny list refuses public addresses and wins
+// over Allow, in every spelling of the address.
+func TestDenyList(t *testing.T) {
+	g := guard.New(guard.Options{
+		Allow: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+		Deny:  []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("10.9.0.0/16")},
+	})
+	for _, a := range []string{"203.0.113.7", "::ffff:203.0.113.7", "10.9.1.1"} {
+		if err := g.CheckAddr(netip.MustParseAddr(a)); !errors.Is(err, guard.ErrRefused) || !strings.Contains(err.Error(), "operator deny list") {
+			t.Errorf("CheckAddr(%s) = %v, want refused by the deny list", a, err)
+		}
+	}
+	for _, a := range []string{"93.184.216.34", "10.1.1.1"} {
+		if err := g.CheckAddr(netip.MustParseAddr(a)); err != nil {
+			t.Errorf("CheckAddr(%s) = %v, want allowed", a, err)
+		}
+	}
+}

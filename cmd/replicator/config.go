@@ -53,11 +53,12 @@ type Config struct {
 	BlobMaxTotalBytes int64
 
 	ConsumerGroup   string
-	ConsumerName    string
+	ConsumerName    string // resolved: the override, or derived from the group
 	ConsumerStartID string
 
 	// content.replicate.
 	ReplicateConsumerGroup string
+	ReplicateConsumerName  string // resolved, as ConsumerName
 	ReplicationAliasesFile string // "" means nothing is provisioned
 	ReplicateWriteTimeout  time.Duration
 
@@ -73,6 +74,12 @@ type Config struct {
 	MaxFetchTimeout time.Duration // ceiling on a command's timeout_seconds
 	MaxFetchTime    time.Duration // bound on a whole fetch, all hops included
 	MinHostInterval time.Duration
+
+	// BlockedDestinations is REPLICATOR_BLOCKED_DESTINATIONS: ranges refused
+	// on top of the guard's own rules, even inside REPLICATOR_ALLOW_CIDRS;
+	// nil when unset (the guard's rules already refuse the Python worker's
+	// default set).
+	BlockedDestinations []netip.Prefix
 
 	LogLevel slog.Level
 
@@ -90,6 +97,17 @@ type Config struct {
 	// FleetPacing is REPLICATOR_FLEET_PACING: fleetAuto, fleetOn or
 	// fleetOff (docs/operations.md, Redis ACL).
 	FleetPacing string
+	// Read by `replicator check-redis` (checkredis.go).
+	RedisFloorTimeout time.Duration
+	RedisFloorWait    time.Duration
+
+	// Read by `replicator notify-failure` (notify.go).
+	NotifyURL        string
+	NotifyToken      string
+	NotifyTimeout    time.Duration
+	NotifyMode       string
+	NotifyTemplateID string
+	NotifyChannelIDs []string
 
 	// Warnings are what the worker logs once its logger exists: values
 	// taken as the reference takes them but worth an operator's look.
@@ -129,7 +147,23 @@ type setting struct {
 	ifUnset func(c *Config)
 	// secret settings are shown redacted in errors (URL userinfo).
 	secret bool
+	// by is the command that reads the setting: the worker (the zero
+	// value), another subcommand, or none at all (a Python worker's setting
+	// this worker knows and does not read).
+	by reader
 }
+
+// reader is the command that reads a setting.
+type reader string
+
+const (
+	byWorker     reader = ""
+	byCheckRedis reader = "check-redis"
+	byNotify     reader = "notify-failure"
+	// byNone marks the Python worker's settings this worker does not read:
+	// known, so never warned about as unknown, and documented with why.
+	byNone reader = "none"
+)
 
 // blankMeaning is what a variable that is set but empty (or only spaces),
 // as systemd's "VAR=" leaves it, means for one setting. The drop-in promise
@@ -262,16 +296,16 @@ var settings = []setting{
 			}
 			return seconds(func(c *Config) *time.Duration { return &c.ReplicateWriteTimeout }, false)(c, v)
 		}},
-	{name: "REPLICATOR_CONSUMER_NAME", def: "", shownDef: "`replicator@<hostname>`",
-		forms:   "a consumer name",
-		meaning: "this worker's name in the group; must be unique per running worker (the default is unique per host, not per process)",
-		set: func(c *Config, v string) error {
-			if v == "" { // only when unset: a blank value is refused
-				v = defaultConsumerName()
-			}
-			c.ConsumerName = v
-			return nil
-		}},
+	{name: "REPLICATOR_CONSUMER_NAME", def: "", blank: blankDefault,
+		shownDef: "derived from the group: `" + derivedConsumerName("replicator.fetch") + "`",
+		forms:    "a consumer name",
+		meaning:  "this worker's name in the `content.fetch` group. Unset, it is the group with its dots as dashes and `-1` (the slot), the same on every host: a second worker in the group needs its own (`-2` upward) ([operations.md, Consumer names](operations.md#consumer-names))",
+		set:      func(c *Config, v string) error { c.ConsumerName = v; return nil }},
+	{name: "REPLICATOR_REPLICATE_CONSUMER_NAME", def: "", blank: blankDefault,
+		shownDef: "derived from the group: `" + derivedConsumerName("replicator.replicate") + "`",
+		forms:    "a consumer name",
+		meaning:  "this worker's name in the `content.replicate` group, as `REPLICATOR_CONSUMER_NAME` is in the fetch group",
+		set:      func(c *Config, v string) error { c.ReplicateConsumerName = v; return nil }},
 	{name: "REPLICATOR_CONSUMER_START_ID", def: "$",
 		forms:   "`$`, `0` or a stream id (`<milliseconds>-<sequence>`)",
 		meaning: "where the group starts when a worker process creates it (`$`: new commands only; `0`: the whole backlog). A group that vanishes later (Redis restarted empty) is recreated where the worker left off ([streams.md, Group](streams.md#group))",
@@ -329,6 +363,39 @@ var settings = []setting{
 		forms:   formSeconds,
 		meaning: "largest `timeout_seconds` a command may ask for; larger is `invalid_request_options`",
 		set:     seconds(func(c *Config) *time.Duration { return &c.MaxFetchTimeout }, false)},
+	{name: "REPLICATOR_MAX_FETCH_SECONDS",
+		shownDef: "`" + seconds2text(fetch.DefaultMaxFetchTime) + "`",
+		forms:    formSeconds + "; below `REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS`, that value is used, with a warning",
+		meaning:  "bound on a whole fetch, all hops and pacing included; a fetch past it is transient. Never less than `REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS`. Also the lease of a pacing hold, and with a margin it sizes the shutdown drain ([below](#replicator_max_fetch_seconds))",
+		set:      seconds(func(c *Config) *time.Duration { return &c.MaxFetchTime }, false),
+		// Zero until the pairings: then the default, raised to the ceiling.
+		ifUnset: func(c *Config) { c.MaxFetchTime = 0 }},
+	{name: "REPLICATOR_BLOCKED_DESTINATIONS",
+		shownDef: "none: the guard's own rules ([security.md](security.md#the-python-workers-deny-list))",
+		forms:    "CIDR prefixes or addresses, comma-separated, host bits clear",
+		meaning:  "ranges no fetch may reach, refused on every hop even inside `REPLICATOR_ALLOW_CIDRS`. The guard refuses every address that is not globally reachable unicast whatever this says: a list that leaves out a range of the Python worker's default set does not open it, and the worker warns at start-up",
+		set: func(c *Config, v string) error {
+			p, err := parseBlocked(v)
+			if err != nil {
+				return err
+			}
+			c.BlockedDestinations = p
+			return nil
+		},
+		ifUnset: func(c *Config) { c.BlockedDestinations = nil }},
+	{name: "REPLICATOR_PERSIST_ENABLED", def: "false",
+		forms:   "a boolean as pydantic reads one: `true`, `false`, `1`, `0`, `yes`, `no`, `on`, `off`, `t`, `f`, `y`, `n`, in any case",
+		meaning: "the Python worker's `content.persist` loop, which this worker does not have: false is accepted, true refused, so a host counting on persisting never starts without it ([differences.md](differences.md#contentpersist))",
+		set: func(c *Config, v string) error {
+			on, err := pyBool(v)
+			switch {
+			case err != nil:
+				return err
+			case on:
+				return errors.New("content.persist is not implemented by this worker: unset it (or set false), or run the Python worker where persisting is needed")
+			}
+			return nil
+		}},
 	{name: "REPLICATOR_MIN_HOST_INTERVAL_SECONDS", def: "1.0",
 		forms:   "seconds from 0 to 3600",
 		meaning: "spacing between requests to a host without a published policy; `0` is no spacing ([politeness.md](politeness.md))",
@@ -357,14 +424,6 @@ var settings = []setting{
 		}},
 
 	// The project's own.
-	{name: "REPLICATOR_MAX_FETCH_SECONDS", own: true,
-		shownDef: "`" + seconds2text(fetch.DefaultMaxFetchTime) + "`, or `REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS` if larger",
-		forms:    formSeconds + ", not below `REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS`",
-		meaning:  "bound on a whole fetch, all hops and pacing included; a fetch past it is transient. Also the lease of a pacing hold, and with a margin it sizes the shutdown drain ([below](#replicator_max_fetch_seconds))",
-		set:      seconds(func(c *Config) *time.Duration { return &c.MaxFetchTime }, false),
-		// Zero until the pairings: then the larger of the default and the
-		// ceiling.
-		ifUnset: func(c *Config) { c.MaxFetchTime = 0 }},
 	{name: "REPLICATOR_CONCURRENCY", def: "16", own: true,
 		forms:   formCount,
 		meaning: "requests in flight at once",
@@ -456,6 +515,84 @@ var settings = []setting{
 			}
 			return errors.New("want auto, on or off")
 		}},
+
+	// Read by the operator subcommands, never by the worker: leniently, as
+	// the Python worker's scripts read them (a bad value is named and the
+	// default used), since they run at start-up and on failure, where a
+	// refusal would only make things worse.
+	{name: "REPLICATOR_REDIS_FLOOR_TIMEOUT", def: "5", blank: blankDefault, by: byCheckRedis,
+		forms:   "whole seconds > 0; anything else is named and the default used",
+		meaning: "bound on one `replicator check-redis` probe of the Redis version ([operations.md, Start-up checks](operations.md#start-up-checks))",
+		set:     lenientSeconds(func(c *Config) *time.Duration { return &c.RedisFloorTimeout }, 5, false, 0)},
+	{name: "REPLICATOR_REDIS_FLOOR_WAIT", def: "30", blank: blankDefault, by: byCheckRedis,
+		forms:   "whole seconds ≥ 0; anything else is named and the default used",
+		meaning: "how long `replicator check-redis` retries a Redis it cannot reach before reporting the floor unverified; `0` probes once",
+		set:     lenientSeconds(func(c *Config) *time.Duration { return &c.RedisFloorWait }, 30, true, 0)},
+	{name: "REPLICATOR_NOTIFY_URL", def: "", blank: blankDefault, by: byNotify, secret: true,
+		forms:   "an `http://` or `https://` URL",
+		meaning: "where `replicator notify-failure` POSTs the incident when a unit fails; none records it in the journal only ([operations.md, Failure notification](operations.md#failure-notification))",
+		set:     func(c *Config, v string) error { c.NotifyURL = v; return nil }},
+	{name: "REPLICATOR_NOTIFY_TOKEN", def: "", blank: blankDefault, by: byNotify, secret: true,
+		forms:   "a credential, on one line",
+		meaning: "sent as `Authorization: Bearer` (webhook mode) or `X-API-Key` (notifier mode); none sends no header. A value with a line break is dropped, with a line saying so",
+		set: func(c *Config, v string) error {
+			if strings.ContainsAny(v, "\r\n") {
+				c.Warnings = append(c.Warnings, "REPLICATOR_NOTIFY_TOKEN contains a line break; dispatching without it")
+				v = ""
+			}
+			c.NotifyToken = v
+			return nil
+		}},
+	{name: "REPLICATOR_NOTIFY_TIMEOUT_SECONDS", def: "10", blank: blankDefault, by: byNotify,
+		forms:   "whole seconds from 1 to " + strconv.Itoa(notifyTimeoutMax) + "; anything else is named and the default (or the ceiling) used",
+		meaning: "bound on one dispatch, well inside the handler unit's `TimeoutStartSec`",
+		set:     lenientSeconds(func(c *Config) *time.Duration { return &c.NotifyTimeout }, 10, false, notifyTimeoutMax)},
+	{name: "REPLICATOR_NOTIFY_MODE", def: notifyWebhook, blank: blankDefault, by: byNotify,
+		forms:   "`" + notifyWebhook + "` or `" + notifyNotifier + "`; anything else dispatches nothing, with a line saying so",
+		meaning: "`webhook` POSTs the incident as it is; `notifier` wraps it in the cohort notifier's `/dispatch` request and scores delivery on the answer's `status`",
+		set:     func(c *Config, v string) error { c.NotifyMode = v; return nil }},
+	{name: "REPLICATOR_NOTIFY_TEMPLATE_ID", def: "", blank: blankDefault, by: byNotify,
+		forms:   "a 26-character ULID",
+		meaning: "notifier mode: the stored template's id; required there",
+		set:     func(c *Config, v string) error { c.NotifyTemplateID = v; return nil }},
+	{name: "REPLICATOR_NOTIFY_CHANNEL_IDS", def: "", blank: blankDefault, by: byNotify,
+		forms:   "26-character ULIDs, comma-separated; white space is dropped",
+		meaning: "notifier mode: the channels to deliver on; at least one required there",
+		set: func(c *Config, v string) error {
+			c.NotifyChannelIDs = nil
+			for part := range strings.SplitSeq(v, ",") {
+				if part = strings.Join(strings.Fields(part), ""); part != "" {
+					c.NotifyChannelIDs = append(c.NotifyChannelIDs, part)
+				}
+			}
+			return nil
+		}},
+
+	// The Python worker's settings this worker knows and does not read.
+	{name: "REPLICATOR_PERMANENT_BUCKET", blank: blankDefault, by: byNone,
+		forms:   "a bucket name",
+		meaning: "the Python worker's permanent store for `content.persist`, which this worker does not have ([differences.md](differences.md#contentpersist))",
+		set:     func(*Config, string) error { return nil }},
+	{name: "REPLICATOR_ALLOW_ANY_CHECKOUT", blank: blankDefault, by: byNone,
+		forms:   "`1`",
+		meaning: "the Python worker's bypass of its main-checkout start guard; this worker is a built binary, with no checkout to guard",
+		set:     func(*Config, string) error { return nil }},
+	{name: "REPLICATOR_WHEELHOUSE_CREDENTIALS", blank: blankDefault, by: byNone,
+		forms:   "a key file",
+		meaning: "the Python worker's credentials for refreshing its package index at start; this worker installs no packages",
+		set:     func(*Config, string) error { return nil }},
+	testSuiteSetting("REPLICATOR_TEST_REDIS_URL"),
+	testSuiteSetting("REPLICATOR_TEST_GCS_BUCKET"),
+	testSuiteSetting("REPLICATOR_TEST_BLOB_BUCKET"),
+	testSuiteSetting("REPLICATOR_TEST_GCS_CREDENTIALS"),
+}
+
+// testSuiteSetting is one of the Python worker's test-suite variables: its
+// tests', not a deployment's; this project's tests start their own servers.
+func testSuiteSetting(name string) setting {
+	return setting{name: name, blank: blankDefault, by: byNone, forms: "any",
+		meaning: "the Python worker's test suite's; not read",
+		set:     func(*Config, string) error { return nil }}
 }
 
 // REPLICATOR_FLEET_PACING's values.
@@ -481,20 +618,68 @@ var logLevels = map[string]slog.Level{
 	"FATAL":    slog.LevelError + 4,
 }
 
-// defaultConsumerName is replicator@<hostname>, as the reference names its
-// consumers, so two hosts never share a pending-entries list. A variable so
-// tests can pin it.
-var defaultConsumerName = loop.DefaultConsumer
-
-// loadConfig reads every REPLICATOR_* setting through lookup (os.LookupEnv
-// in production). An unset variable takes its default; a blank one means
-// what blankMeaning says for its setting; any other value must be valid.
-// Every invalid one is reported (joined), each naming the variable and the
-// value (a Redis URL's password redacted). The errors wrap errSetting.
+// loadConfig reads every REPLICATOR_* setting the worker reads through
+// lookup (os.LookupEnv in production). An unset variable takes its default;
+// a blank one means what blankMeaning says for its setting; any other value
+// must be valid. Every invalid one is reported (joined), each naming the
+// variable and the value (a Redis URL's password redacted). The errors wrap
+// errSetting.
 func loadConfig(lookup func(string) (string, bool)) (Config, error) {
+	c, err := loadSettings(byWorker, lookup)
+	if err != nil {
+		return Config{}, err
+	}
+	var errs []error
+	// Pairings, checked once every value parses.
+	if c.BlobBackend == backendGCS && c.BlobBucket == "" {
+		errs = append(errs, fmt.Errorf("%w: REPLICATOR_BLOB_BACKEND=gcs needs REPLICATOR_BLOB_BUCKET", errSetting))
+	}
+	if c.ConsumerGroup == c.ReplicateConsumerGroup {
+		// As the reference refuses it: each group's consumer-name override
+		// is chosen by its group, and two groups spelled alike leave no way
+		// to tell which applies.
+		errs = append(errs, fmt.Errorf("%w: REPLICATOR_CONSUMER_GROUP and REPLICATOR_REPLICATE_CONSUMER_GROUP must name different groups (both are %q): each group's consumer name is chosen by its group",
+			errSetting, c.ConsumerGroup))
+	}
+	c.ConsumerName = consumerNameFor(c.ConsumerName, c.ConsumerGroup)
+	c.ReplicateConsumerName = consumerNameFor(c.ReplicateConsumerName, c.ReplicateConsumerGroup)
+	switch {
+	case c.MaxFetchTime == 0: // unset: the default, never below the ceiling
+		c.MaxFetchTime = max(fetch.DefaultMaxFetchTime, c.MaxFetchTimeout)
+	case c.MaxFetchTime < c.MaxFetchTimeout:
+		// The reference's bound is never less than the ceiling either: a
+		// command may not be allowed a timeout no fetch could use.
+		c.Warnings = append(c.Warnings, fmt.Sprintf("REPLICATOR_MAX_FETCH_SECONDS=%s is below REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS=%s; bounding fetches at %s",
+			seconds2text(c.MaxFetchTime), seconds2text(c.MaxFetchTimeout), seconds2text(c.MaxFetchTimeout)))
+		c.MaxFetchTime = c.MaxFetchTimeout
+	}
+	if c.BlockedDestinations != nil {
+		if left := openedByBlocked(c.BlockedDestinations); len(left) > 0 {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("REPLICATOR_BLOCKED_DESTINATIONS leaves out %s, which the Python worker would then fetch; this worker's guard still refuses every address that is not globally reachable unicast, unless REPLICATOR_ALLOW_CIDRS allows it",
+				strings.Join(left, ", ")))
+		}
+	}
+	if c.ErrorBackoffMax < c.ErrorBackoffBase {
+		// The reference backs off by the base first, then by the max; the
+		// worker keeps the base throughout, the slower of the two.
+		c.Warnings = append(c.Warnings, fmt.Sprintf("REPLICATOR_ERROR_BACKOFF_MAX_SECONDS=%s is below REPLICATOR_ERROR_BACKOFF_BASE_SECONDS=%s; backing off by the base",
+			seconds2text(c.ErrorBackoffMax), seconds2text(c.ErrorBackoffBase)))
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// loadSettings reads the settings command reads, as loadConfig describes,
+// without the worker's pairings.
+func loadSettings(command reader, lookup func(string) (string, bool)) (Config, error) {
 	var c Config
 	var errs []error
 	for _, s := range settings {
+		if s.by != command {
+			continue
+		}
 		raw, isSet := lookup(s.name)
 		v := strings.TrimSpace(raw)
 		var err error
@@ -508,6 +693,11 @@ func loadConfig(lookup func(string) (string, bool)) (Config, error) {
 		default:
 			err = s.set(&c, v)
 		}
+		if l := (*lenient)(nil); errors.As(err, &l) {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s=%q %s; using %s", s.name, v, l.why, l.use))
+			use, _, _ := strings.Cut(strings.TrimPrefix(l.use, "the default, "), " ")
+			err = s.set(&c, use)
+		}
 		if err != nil {
 			shown := v
 			if s.secret {
@@ -515,26 +705,6 @@ func loadConfig(lookup func(string) (string, bool)) (Config, error) {
 			}
 			errs = append(errs, fmt.Errorf("%w: %s=%q: %v", errSetting, s.name, shown, err))
 		}
-	}
-	if len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
-	}
-	// Pairings, checked once every value parses.
-	if c.BlobBackend == backendGCS && c.BlobBucket == "" {
-		errs = append(errs, fmt.Errorf("%w: REPLICATOR_BLOB_BACKEND=gcs needs REPLICATOR_BLOB_BUCKET", errSetting))
-	}
-	if c.MaxFetchTime == 0 { // unset: it follows the timeout ceiling
-		c.MaxFetchTime = max(fetch.DefaultMaxFetchTime, c.MaxFetchTimeout)
-	}
-	if c.MaxFetchTime < c.MaxFetchTimeout {
-		errs = append(errs, fmt.Errorf("%w: REPLICATOR_MAX_FETCH_SECONDS=%q is below REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS=%q",
-			errSetting, seconds2text(c.MaxFetchTime), seconds2text(c.MaxFetchTimeout)))
-	}
-	if c.ErrorBackoffMax < c.ErrorBackoffBase {
-		// The reference backs off by the base first, then by the max; the
-		// worker keeps the base throughout, the slower of the two.
-		c.Warnings = append(c.Warnings, fmt.Sprintf("REPLICATOR_ERROR_BACKOFF_MAX_SECONDS=%s is below REPLICATOR_ERROR_BACKOFF_BASE_SECONDS=%s; backing off by the base",
-			seconds2text(c.ErrorBackoffMax), seconds2text(c.ErrorBackoffBase)))
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
@@ -549,6 +719,12 @@ func loadConfig(lookup func(string) (string, bool)) (Config, error) {
 // at which the reference would take. REPLICATOR_* variables the worker does
 // not read are ignored, as there, with a warning.
 func loadConfigFrom(environ []string) (Config, error) {
+	return loadFrom(byWorker, environ)
+}
+
+// loadFrom is loadConfigFrom for the settings command reads; only the
+// worker warns about variables it does not know.
+func loadFrom(command reader, environ []string) (Config, error) {
 	byName := map[string][]string{} // upper-cased name → "NAME=value" entries
 	for _, kv := range environ {
 		name, _, ok := strings.Cut(kv, "=")
@@ -574,12 +750,16 @@ func loadConfigFrom(environ []string) (Config, error) {
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
-	c, err := loadConfig(func(name string) (string, bool) {
+	lookup := func(name string) (string, bool) {
 		if entries := byName[name]; len(entries) > 0 {
 			return valueOf(entries[0]), true
 		}
 		return "", false
-	})
+	}
+	if command != byWorker {
+		return loadSettings(command, lookup)
+	}
+	c, err := loadConfig(lookup)
 	if err != nil {
 		return c, err
 	}
@@ -742,5 +922,32 @@ func localOnly(parse func(string) error, set func(*Config, string) error) func(*
 			return parse(v)
 		}
 		return set(c, v)
+	}
+}
+
+// lenient is what a lenient setting's set returns for a value it will not
+// take: loadSettings names the value in a warning and sets use instead, as
+// the Python worker's scripts do rather than refusing to run.
+type lenient struct {
+	why string // what is wrong with the value
+	use string // the value taken instead
+}
+
+func (l *lenient) Error() string { return l.why + "; using " + l.use }
+
+// lenientSeconds reads whole seconds as the Python worker's scripts do: a
+// value that is not a whole number (or is 0, unless zeroOK) is replaced by
+// def, one over ceiling (when positive) by ceiling.
+func lenientSeconds(field func(*Config) *time.Duration, def int, zeroOK bool, ceiling int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil || n < 0 || strings.ContainsAny(v, "+-") || (n == 0 && !zeroOK):
+			return &lenient{why: "is not a whole number of seconds" + map[bool]string{true: "", false: " above 0"}[zeroOK], use: "the default, " + strconv.Itoa(def)}
+		case ceiling > 0 && n > ceiling:
+			return &lenient{why: "is above the " + strconv.Itoa(ceiling) + " s ceiling", use: strconv.Itoa(ceiling)}
+		}
+		*field(c) = time.Duration(n) * time.Second
+		return nil
 	}
 }

@@ -17,7 +17,20 @@ func TestWorkerBootsWithReferenceEnvFiles(t *testing.T) {
 		name string
 		env  []string
 		want []string // each must appear on stderr
+		deny []string // none may appear on stderr
 	}{
+		{name: "the Python worker's deployed env file: a blank consumer name, the floor, notify and persist settings",
+			env: []string{"REPLICATOR_CONSUMER_NAME=", "REPLICATOR_BLOB_BACKEND=local", "REPLICATOR_BLOB_TTL_SECONDS=604800",
+				"REPLICATOR_REDIS_FLOOR_TIMEOUT=5", "REPLICATOR_REDIS_FLOOR_WAIT=30",
+				"REPLICATOR_NOTIFY_URL=http://notifier:9000/api/v1/dispatch", "REPLICATOR_NOTIFY_MODE=notifier",
+				"REPLICATOR_NOTIFY_TOKEN=nk_secret", "REPLICATOR_NOTIFY_TIMEOUT_SECONDS=10",
+				"REPLICATOR_NOTIFY_TEMPLATE_ID=01J9Z8Y7X6W5V4T3S2R1Q0P9N8", "REPLICATOR_NOTIFY_CHANNEL_IDS=01J9Z8Y7X6W5V4T3S2R1Q0P9N7",
+				"REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS=120", "REPLICATOR_MAX_FETCH_SECONDS=120",
+				"REPLICATOR_BLOCKED_DESTINATIONS=0.0.0.0/8,10.0.0.0/8,100.64.0.0/10,127.0.0.0/8,169.254.0.0/16,172.16.0.0/12,192.168.0.0/16,224.0.0.0/4,240.0.0.0/4,::/128,::1/128,fc00::/7,fe80::/10,ff00::/8",
+				"REPLICATOR_PERSIST_ENABLED=false", "REPLICATOR_PERMANENT_BUCKET=co-gcs-replicator",
+				"REPLICATOR_WHEELHOUSE_CREDENTIALS=/etc/replicator/co-pypi-reader.json", "BUILD_ID=a85fe5a"},
+			want: []string{`"msg":"worker ready"`, `"consumer":"replicator-fetch-1"`, `"replicate_consumer":"replicator-replicate-1"`, `"build":"a85fe5a"`},
+			deny: []string{`"level":"WARN","msg":"REPLICATOR_`, "is not a setting of this worker", "nk_secret"}},
 		{name: "only the timeout ceiling raised: the whole-fetch bound follows it",
 			env: []string{"REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS=300"}},
 		{name: "pydantic's number forms",
@@ -47,6 +60,11 @@ func TestWorkerBootsWithReferenceEnvFiles(t *testing.T) {
 			for _, s := range tt.want {
 				if !strings.Contains(w.stderr.String(), s) {
 					t.Errorf("stderr does not contain %s:\n%s", s, tail(w.stderr.String(), 3000))
+				}
+			}
+			for _, s := range tt.deny {
+				if strings.Contains(w.stderr.String(), s) {
+					t.Errorf("stderr contains %s:\n%s", s, tail(w.stderr.String(), 3000))
 				}
 			}
 		})

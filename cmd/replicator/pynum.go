@@ -66,3 +66,15 @@ func pyFloat(v string) (float64, error) {
 	}
 	return f, nil
 }
+
+// pyBool reads a boolean as pydantic does: the words it accepts, in any
+// case.
+func pyBool(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "1", "on", "t", "true", "y", "yes":
+		return true, nil
+	case "0", "off", "f", "false", "n", "no":
+		return false, nil
+	}
+	return false, errors.New("not a boolean")
+}

@@ -20,11 +20,12 @@ import (
 // the blobs this worker stores as the source. A GCS client, which reads the
 // host's Application Default Credentials, is made only when an alias needs
 // one; if it cannot be made, those aliases' commands are refused
-// provider_disabled rather than failing the boot.
-func replicateLoop(ctx context.Context, cfg Config, loopCfg loop.Config, client rueidis.Client, blobs sink.Sink, log *slog.Logger) (*replicateworker.Worker, func(), error) {
+// provider_disabled rather than failing the boot. It also returns the
+// provisioned aliases' names.
+func replicateLoop(ctx context.Context, cfg Config, loopCfg loop.Config, client rueidis.Client, blobs sink.Sink, log *slog.Logger) (*replicateworker.Worker, []string, func(), error) {
 	src, ok := blobs.(replicate.Source)
 	if !ok {
-		return nil, nil, fmt.Errorf("replicate: the blob store cannot name its blobs")
+		return nil, nil, nil, fmt.Errorf("replicate: the blob store cannot name its blobs")
 	}
 	aliases := replicate.LoadAliases(cfg.ReplicationAliasesFile, log)
 	var gcsClient *storage.Client
@@ -46,7 +47,7 @@ func replicateLoop(ctx context.Context, cfg Config, loopCfg loop.Config, client 
 	})
 	if err != nil {
 		closeGCS()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	log.Info("content.replicate ready", "group", cfg.ReplicateConsumerGroup, "aliases", aliases.Names(),
 		"write_timeout_seconds", h.WriteTimeout().Seconds())
@@ -55,7 +56,7 @@ func replicateLoop(ctx context.Context, cfg Config, loopCfg loop.Config, client 
 		Group:   cfg.ReplicateConsumerGroup,
 		Handler: h,
 	})
-	return l, closeGCS, nil
+	return l, aliases.Names(), closeGCS, nil
 }
 
 // needsGCS reports whether any provisioned alias writes to GCS.

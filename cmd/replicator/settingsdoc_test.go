@@ -76,18 +76,24 @@ func firstDifference(file, regenerated string) string {
 	return fmt.Sprintf("line %d:\n  file:        %s\n  regenerated: %s", i+1, at(a), at(b))
 }
 
-// settingsTables renders the generated section: one table for the Python
-// worker's settings and one for the project's own.
+// settingsTables renders the generated section: the worker's settings, the
+// Python worker's and then the project's own; those the operator
+// subcommands read; and the Python worker's this worker does not read.
 func settingsTables() string {
 	var b strings.Builder
 	for _, part := range []struct {
 		heading string
-		own     bool
-	}{{"The Python worker's", false}, {"The project's own", true}} {
+		keep    func(setting) bool
+	}{
+		{"The Python worker's", func(s setting) bool { return s.by == byWorker && !s.own }},
+		{"The project's own", func(s setting) bool { return s.by == byWorker && s.own }},
+		{"Read by `replicator check-redis` and `replicator notify-failure`", func(s setting) bool { return s.by == byCheckRedis || s.by == byNotify }},
+		{"The Python worker's, not read here", func(s setting) bool { return s.by == byNone }},
+	} {
 		b.WriteString("\n### " + part.heading + "\n\n")
 		b.WriteString("| Variable | Default | Values | Blank (`VAR=`) | Meaning |\n|---|---|---|---|---|\n")
 		for _, s := range settings {
-			if s.own == part.own {
+			if part.keep(s) {
 				b.WriteString("| `" + s.name + "` | " + s.shownDefault() + " | " + s.forms + " | " + s.blankSays() + " | " + s.meaning + " |\n")
 			}
 		}
@@ -173,6 +179,12 @@ func TestSettingsHelp(t *testing.T) {
 	writeSettingsHelp(&b)
 	help := strings.Join(strings.Fields(b.String()), " ")
 	for _, s := range settings {
+		if s.by != byWorker {
+			if strings.Contains(help, s.name) {
+				t.Errorf("%s: not the worker's, yet in its help", s.name)
+			}
+			continue
+		}
 		for _, text := range []string{s.name, s.shownDefault(), s.forms, s.blankSays(), s.meaning} {
 			if plain := strings.Join(strings.Fields(plainText(text)), " "); !strings.Contains(help, plain) {
 				t.Errorf("%s: the help lacks %q", s.name, plain)

@@ -104,10 +104,13 @@ func plainText(md string) string {
 	return strings.ReplaceAll(md, "`", "")
 }
 
-// writeSettingsHelp prints the settings table for `replicator worker --help`.
+// writeSettingsHelp prints the worker's settings for `replicator worker --help`.
 func writeSettingsHelp(w io.Writer) {
 	const indent = "      "
 	for _, s := range settings {
+		if s.by != byWorker {
+			continue
+		}
 		fmt.Fprintf(w, "  %s\n", s.name)
 		facts := "default " + s.shownDefault() + "; values: " + s.forms + "; blank: " + s.blankSays()
 		for _, text := range []string{s.meaning, facts} {

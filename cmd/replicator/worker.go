@@ -105,6 +105,8 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		"blob_backend", cfg.BlobBackend,
 		"group", cfg.ConsumerGroup,
 		"consumer", cfg.ConsumerName,
+		"replicate_group", cfg.ReplicateConsumerGroup,
+		"replicate_consumer", cfg.ReplicateConsumerName,
 		"concurrency", cfg.Concurrency,
 		"read_block_ms", cfg.ReadBlock.Milliseconds(),
 		"min_host_interval_seconds", cfg.MinHostInterval.Seconds(),
@@ -197,6 +199,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err // validated by loadConfig; kept for safety
 	}
+	gopts.Deny = cfg.BlockedDestinations
 	fetcher := fetch.New(fetch.Options{
 		Guard:        guard.New(gopts),
 		Pacer:        pacer,
@@ -217,7 +220,9 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		MaxTimeout: cfg.MaxFetchTimeout,
 		MaxHeld:    cfg.MaxHeld,
 	})
-	replLoop, closeGCS, err := replicateLoop(ctx, cfg, loopCfg, client, blobs, log)
+	replCfg := loopCfg
+	replCfg.Consumer = cfg.ReplicateConsumerName
+	replLoop, aliases, closeGCS, err := replicateLoop(ctx, cfg, replCfg, client, blobs, log)
 	if err != nil {
 		return err
 	}
@@ -269,10 +274,12 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 	}
+	logReady(ctx, log, cfg, aliases, cached)
+	bg.Go(func() { takeOverOldConsumers(bgCtx, client, log, cfg) })
 	if err := runLoops(ctx, fetchLoop.Run, replLoop.Run); err != nil {
 		return err
 	}
-	log.Info("worker stopped", "consumer", cfg.ConsumerName)
+	log.Info("worker stopped", "consumer", cfg.ConsumerName, "replicate_consumer", cfg.ReplicateConsumerName)
 	return nil
 }
 
