@@ -18,10 +18,11 @@ import (
 // ErrRobotsDisallowed when a rule refuses the hop, ErrRobotsUnreachable
 // while the robots.txt cannot be had. The request for robots.txt is
 // guarded and paced as any other, and its pacing wait counts in paced.
-func (f *Fetcher) robotsCheck(ctx, fetchCtx context.Context, u *url.URL, wd *watchdog, pace func(context.Context, string, time.Duration, time.Duration) error, res *Result) error {
+// agent chooses the group of rules.
+func (f *Fetcher) robotsCheck(ctx, fetchCtx context.Context, u *url.URL, agent string, wd *watchdog, pace func(context.Context, string, time.Duration, time.Duration) error, res *Result) error {
 	origin := originOf(u)
 	host := policy.HostKey(u.Hostname())
-	d, retry, err := f.robots.Check(fetchCtx, origin, host, f.userAgent, u.RequestURI(), f.clock.now, func(context.Context) (robots.Response, error) {
+	d, retry, err := f.robots.Check(fetchCtx, origin, host, agent, u.RequestURI(), f.clock.now, func(context.Context) (robots.Response, error) {
 		return f.fetchRobots(ctx, fetchCtx, origin, wd, pace, res)
 	})
 	switch {
