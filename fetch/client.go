@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"sync"
@@ -46,6 +47,8 @@ type Transport struct {
 	f *Fetcher
 	// limit bounds each body, -1 for none.
 	limit int64
+	// agent is the User-Agent value sent for a request that sets none.
+	agent []string
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -59,6 +62,7 @@ func NewTransport(opts Options) *Transport {
 	limit := opts.MaxBodyBytes
 	opts.MaxOpenFiles = 0
 	t := &Transport{f: New(opts), limit: -1}
+	t.agent = []string{t.f.userAgent}
 	if limit >= 0 {
 		t.limit = t.f.maxBody
 	}
@@ -195,24 +199,32 @@ func (t *Transport) decodedLimit() int64 {
 // header returns the header to send in place of req's, nil to send req's
 // as it is: the User-Agent when it sets none, and Accept-Encoding gzip
 // when it asks for no coding and no range, in which case the Transport
-// decodes the body (decode).
+// decodes the body (decode). The values are shared, not copied: net/http
+// only reads them.
 func (t *Transport) header(req *http.Request, agent string) (_ http.Header, decode bool) {
 	decode = req.Header.Get("Accept-Encoding") == "" && req.Header.Get("Range") == ""
-	if !decode && req.Header.Get("User-Agent") != "" {
+	setAgent := req.Header.Get("User-Agent") == ""
+	if !decode && !setAgent {
 		return nil, false
 	}
-	h := req.Header.Clone()
-	if h == nil {
-		h = make(http.Header, 2)
-	}
-	if h.Get("User-Agent") == "" {
-		h.Set("User-Agent", agent)
+	h := make(http.Header, len(req.Header)+2)
+	maps.Copy(h, req.Header)
+	if setAgent {
+		if agent == t.f.userAgent {
+			h["User-Agent"] = t.agent
+		} else {
+			h["User-Agent"] = []string{agent}
+		}
 	}
 	if decode {
-		h.Set("Accept-Encoding", "gzip")
+		h["Accept-Encoding"] = gzipOnly
 	}
 	return h, decode
 }
+
+// gzipOnly is the Accept-Encoding a Transport sends for a request that
+// asks for none; shared by every request, never written to.
+var gzipOnly = []string{"gzip"}
 
 // transportBody is a Transport's response body: read under the request's
 // watch, decoded when the Transport asked for gzip, bounded, and ending the
