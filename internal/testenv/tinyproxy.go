@@ -16,8 +16,9 @@ import (
 // port, with its own configuration and log, stopped when the test ends.
 type Tinyproxy struct {
 	// URL is the proxy's URL, http://127.0.0.1:PORT.
-	URL *url.URL
-	log string
+	URL    *url.URL
+	log    string
+	probes int // connections the start-up made
 }
 
 // StartTinyproxy starts tinyproxy on 127.0.0.1, accepting clients from
@@ -77,6 +78,12 @@ DisableViaHeader Yes
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
+			// The probe is a connection too: Connections counts from
+			// after it, once the proxy has logged it.
+			for p.connectLines() == 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			p.probes = p.connectLines()
 			return p
 		}
 		if time.Now().After(deadline) {
@@ -101,8 +108,11 @@ func (p *Tinyproxy) Requests() []string {
 	return out
 }
 
-// Connections counts the client connections the proxy logged so far.
-func (p *Tinyproxy) Connections() int {
+// Connections counts the client connections the proxy logged since it
+// started.
+func (p *Tinyproxy) Connections() int { return p.connectLines() - p.probes }
+
+func (p *Tinyproxy) connectLines() int {
 	b, _ := os.ReadFile(p.log)
 	return strings.Count(string(b), "Connect (file descriptor ")
 }
