@@ -74,6 +74,11 @@ type Options struct {
 	// wrapping it. A request's own CheckURL runs after it; both must pass.
 	// Nil means no check beyond the guard. It must be concurrency-safe.
 	CheckURL func(ctx context.Context, u *url.URL) error
+	// Proxy, when set, sends requests through HTTP egress proxies
+	// (EnvironmentProxy reads HTTP_PROXY, HTTPS_PROXY and NO_PROXY); the
+	// guard still judges every target before a proxy is asked. Nil means
+	// every connection is direct and the environment is ignored.
+	Proxy *Proxy
 	// Robots, when set, judges every hop by its origin's robots.txt before
 	// pacing it, fetching that first, guarded and paced, when not cached,
 	// both as the User-Agent the hop sends: the request's own when it has
@@ -156,7 +161,11 @@ func New(opts Options) *Fetcher {
 	if f.log == nil {
 		f.log = slog.Default()
 	}
-	f.transport = newTransport(f.guard, opts.TLSConfig, idle)
+	perHost := idle
+	if opts.MaxInFlight > 0 {
+		perHost = opts.MaxInFlight
+	}
+	f.transport = newTransport(f.guard, opts.TLSConfig, idle, perHost, opts.Proxy)
 	return f
 }
 
@@ -442,13 +451,11 @@ func (f *Fetcher) noRoom(err error) error {
 // ends the fetch when cancel is nil. The request's watch is returned so
 // the body reads stay under it.
 func (f *Fetcher) send(ctx context.Context, wd *watchdog, cancel context.CancelFunc, u *url.URL, header http.Header) (*http.Response, *watch, error) {
-	w := wd.startRequest(cancel)
-	reqCtx := httptrace.WithClientTrace(ctx, &w.trace)
 	// Made from the URL already parsed and checked, as
 	// http.NewRequestWithContext would make it from its text, with no
 	// formatting and parsing it again (three allocations and a parse per
 	// request). An empty port is dropped from Host as there.
-	httpReq := (&http.Request{
+	return f.sendRequest(ctx, wd, cancel, &http.Request{
 		Method:     http.MethodGet,
 		URL:        u,
 		Proto:      "HTTP/1.1",
@@ -456,7 +463,18 @@ func (f *Fetcher) send(ctx context.Context, wd *watchdog, cancel context.CancelF
 		ProtoMinor: 1,
 		Header:     header,
 		Host:       strings.TrimSuffix(u.Host, ":"),
-	}).WithContext(reqCtx)
+	}, nil)
+}
+
+// sendRequest sends req as send does, under ctx, with header in place of
+// req's when it is not nil; req itself is not changed.
+func (f *Fetcher) sendRequest(ctx context.Context, wd *watchdog, cancel context.CancelFunc, req *http.Request, header http.Header) (*http.Response, *watch, error) {
+	w := wd.startRequest(cancel)
+	reqCtx := httptrace.WithClientTrace(ctx, &w.trace)
+	httpReq := req.WithContext(reqCtx)
+	if header != nil {
+		httpReq.Header = header
+	}
 	resp, err := f.transport.RoundTrip(httpReq)
 	w.sent()
 	if err != nil {

@@ -24,7 +24,7 @@ import (
 )
 
 // BenchmarkGet sets Fetcher.Get (guard, no spacing, no retries, a fresh
-// memory sink per Get) beside net/http over a transport that dials through
+// memory sink per Get) and an http.Client on Transport beside net/http over a transport that dials through
 // the same guard, both hashing the body with sha256, against a loopback
 // origin: the cost of what Get adds per request. The origin runs in the
 // benchmark's process, so ns/op and the profiles include its share.
@@ -48,6 +48,15 @@ func BenchmarkGet(b *testing.B) {
 			name := fmt.Sprintf("body=%dKiB/inflight=%d", size>>10, inFlight)
 			b.Run(name+"/client=nethttp", func(b *testing.B) {
 				c := guardedClient()
+				b.Cleanup(c.CloseIdleConnections)
+				benchRequests(b, size, inFlight, func(ctx context.Context, i int) error { return netHTTPGet(ctx, c, urls[i%benchHosts]) })
+			})
+			b.Run(name+"/client=transport", func(b *testing.B) {
+				c := fetch.NewClient(fetch.Options{
+					Guard:  benchGuard(),
+					Pacer:  policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}),
+					Logger: fetchenv.Quiet,
+				})
 				b.Cleanup(c.CloseIdleConnections)
 				benchRequests(b, size, inFlight, func(ctx context.Context, i int) error { return netHTTPGet(ctx, c, urls[i%benchHosts]) })
 			})

@@ -62,7 +62,7 @@ type GetOptions struct {
 	// and override the defaults (user-agent, accept). If-None-Match and
 	// If-Modified-Since are ignored: they belong to Cache. Credentials
 	// follow Request.Headers' rule within each attempt; proxy-* names are
-	// refused, since the fetcher uses no proxy.
+	// refused: a proxy's own credentials are Options.Proxy's.
 	Headers map[string]string
 	// Cache, when set, makes the request conditional on the document cached
 	// for the URL and receives every document fetched with a final 200.

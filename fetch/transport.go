@@ -11,8 +11,9 @@ import (
 )
 
 // MaxIdleConns is how many idle connections a Fetcher keeps for reuse,
-// over all hosts (at most 4 per host, each for up to 90 s). With its
-// requests in flight they bound the sockets it holds open.
+// over all hosts, each for up to 90 s; one host keeps at most as many as
+// Options.MaxInFlight lets be in flight. With its requests in flight they
+// bound the sockets it holds open.
 const MaxIdleConns = 4096
 
 // FitOpenFiles splits the descriptors left by maxOpenFiles once each of
@@ -28,39 +29,67 @@ func FitOpenFiles(maxOpenFiles, maxInFlight int) (storing, idle int) {
 	return storing, idle
 }
 
-// newTransport builds the one connection pool a Fetcher uses. Every
-// connection is dialed through the guard, so the address actually dialed is
-// judged (closing DNS rebinding). Environment proxies are never used: a
-// proxy would dial on our behalf, out of the guard's sight. Connections
-// are wrapped to report when a request's bytes have left (departureConn). Timeouts are
-// per fetch and per operation (the watchdog), not per transport. Compression is the
-// fetcher's own (see hopHeader and decoder): net/http would decode only
-// the gzip it asked for itself. It keeps up to idle idle connections; with
-// none, connections are closed after their response (net/http reads a
-// MaxIdleConns of 0 as no bound).
-func newTransport(g *guard.Guard, tlsConfig *tls.Config, idle int) *http.Transport {
+// newTransport builds the one connection pool of a Fetcher, and so of a
+// Transport, which is built on one. Every connection to a target is dialed
+// through the guard, so the address actually dialed is judged (closing DNS
+// rebinding). Environment proxies are used only through a Proxy: a proxy
+// dials on our behalf, so the target is judged before the proxy is asked
+// and a tunnel goes to the judged address (proxyRoute). Connections are
+// wrapped to report when a request's bytes have left (departureConn).
+// Timeouts are per fetch and per operation (the watchdog), not per
+// transport. Compression is the fetcher's own (see hopHeader and decoder):
+// net/http would decode only the gzip it asked for itself.
+//
+// It keeps up to idle idle connections; with none, connections are closed
+// after their response (net/http reads a MaxIdleConns of 0 as no bound).
+// perHost bounds those of one host: as many as the pacer lets be in
+// flight to it, so that no request the pacer let through reconnects
+// because its connection had no room to wait idle.
+func newTransport(g *guard.Guard, tlsConfig *tls.Config, idle, perHost int, proxy *Proxy) *http.Transport {
 	if tlsConfig == nil {
 		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	} else {
 		tlsConfig = tlsConfig.Clone()
 	}
-	return &http.Transport{
-		Proxy: nil,
-		DialContext: func(ctx context.Context, network, address string) (net.Conn, error) {
-			c, err := g.DialContext(ctx, network, address)
-			if err != nil {
-				return nil, err
-			}
-			return &departureConn{Conn: c}, nil
-		},
+	direct := func(ctx context.Context, network, address string) (net.Conn, error) {
+		c, err := g.DialContext(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		return &departureConn{Conn: c}, nil
+	}
+	t := &http.Transport{
+		DialContext:            direct,
 		TLSClientConfig:        tlsConfig,
 		DisableCompression:     true,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           idle,
 		DisableKeepAlives:      idle == 0,
-		MaxIdleConnsPerHost:    4,
+		MaxIdleConnsPerHost:    max(min(perHost, idle), 1),
 		IdleConnTimeout:        90 * time.Second,
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 1 << 20,
 	}
+	if proxy != nil && proxy.For != nil {
+		r := &proxyRoute{p: proxy, guard: g, transport: t}
+		t.Proxy = r.forward
+		t.DialContext = func(ctx context.Context, network, address string) (net.Conn, error) {
+			if p, ok := r.isProxy(address); ok {
+				c, err := r.dialProxy(ctx, p)
+				if err != nil {
+					return nil, err
+				}
+				return &departureConn{Conn: c}, nil
+			}
+			return direct(ctx, network, address)
+		}
+		t.DialTLSContext = func(ctx context.Context, network, address string) (net.Conn, error) {
+			return r.dialTLS(ctx, network, address, direct)
+		}
+		// net/http offers HTTP/2 through its own TLS dial only.
+		if len(tlsConfig.NextProtos) == 0 {
+			tlsConfig.NextProtos = []string{"h2", "http/1.1"}
+		}
+	}
+	return t
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"time"
@@ -112,4 +114,24 @@ func ExampleParseIPLiteral() {
 	// 127.0.0.1 true
 	// fe80::1%eth0 true
 	// invalid IP false
+}
+
+// The guard alone, in a transport of your own: every connection is
+// judged on the address actually dialed, so neither a name that resolves
+// to a private address nor a redirect there is reached. It brings no
+// pacing, robots.txt or size bound (fetch.NewClient adds those).
+func ExampleGuard_DialContext() {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "internal")
+	}))
+	defer origin.Close()
+
+	g := guard.New(guard.Options{}) // public unicast only
+	c := &http.Client{Transport: &http.Transport{
+		Proxy:       nil, // a proxy would dial out of the guard's sight
+		DialContext: g.DialContext,
+	}}
+	_, err := c.Get(origin.URL) // 127.0.0.1
+	fmt.Println(errors.Is(err, guard.ErrRefused))
+	// Output: true
 }

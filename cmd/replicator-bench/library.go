@@ -35,11 +35,15 @@ import (
 // charged is theirs alone.
 const libraryOriginEnv = "REPLICATOR_BENCH_LIBRARY_ORIGIN"
 
-// The library mode's cases and bars.
-var (
-	librarySizes    = []int{1 << 10, 64 << 10}
-	libraryInFlight = []int{1, 16}
-)
+// The library mode's cases: over every host, and at one host, where the
+// connections a client keeps per host decide whether it reconnects.
+var libraryCases = []libraryCase{
+	{1 << 10, 1, libraryHosts},
+	{1 << 10, 16, libraryHosts},
+	{1 << 10, 16, 1},
+	{64 << 10, 1, libraryHosts},
+	{64 << 10, 16, libraryHosts},
+}
 
 const (
 	libraryHosts = 16 // host names the requests go to in turn
@@ -48,7 +52,12 @@ const (
 	libraryRateSmall  = 0.85 // requests/s, 1 KiB bodies at 16 in flight
 	libraryCPULarge   = 1.15 // CPU/request, 64 KiB bodies at 16 in flight
 	libraryAllocRatio = 2    // allocations/request, every case
+	// Bar of the http.Client on fetch.Transport, the same ratio.
+	libraryCPUClient = 1.10 // CPU/request, 1 KiB bodies at 16 in flight
 )
+
+// libraryClients are the clients compared, net/http first.
+var libraryClients = []string{"net/http", "Get", "Get+memory", "Client"}
 
 // libraryClient is one of the two clients compared.
 type libraryClient struct {
@@ -62,10 +71,13 @@ type libSample struct {
 	perSec, cpuUs, allocs, bytes float64
 }
 
-// libraryCase names one body size and concurrency.
-type libraryCase struct{ size, inFlight int }
+// libraryCase names one body size, concurrency and number of hosts.
+type libraryCase struct{ size, inFlight, hosts int }
 
 func (c libraryCase) String() string {
+	if c.hosts == 1 {
+		return fmt.Sprintf("%d KiB, %d in flight, 1 host", c.size>>10, c.inFlight)
+	}
 	return fmt.Sprintf("%d KiB, %d in flight", c.size>>10, c.inFlight)
 }
 
@@ -75,57 +87,60 @@ func runLibrary(ctx context.Context, b *bench) error {
 	results := map[libraryCase]map[string][]libSample{}
 	var order []libraryCase
 	for run := 1; run <= b.o.runs; run++ {
-		for _, size := range librarySizes {
+		var o *libraryOrigin
+		for _, c := range libraryCases {
 			n := orInt(b.o.commands, 20000)
-			if size > 1<<10 && b.o.commands == 0 {
+			if c.size > 1<<10 && b.o.commands == 0 {
 				n = 5000
 			}
-			o, err := startLibraryOrigin(ctx, size)
-			if err != nil {
-				return err
-			}
-			for _, inFlight := range libraryInFlight {
-				c := libraryCase{size, inFlight}
-				if results[c] == nil {
-					results[c] = map[string][]libSample{}
-					order = append(order, c)
+			if o == nil || o.size != c.size {
+				if o != nil {
+					o.stop()
 				}
-				// Each run starts with another client, so none always
-				// inherits the others' garbage or a warmer machine.
-				clients := []*libraryClient{guardedNetHTTP(), libraryFetcher(size, false), libraryFetcher(size, true)}
-				k := (run - 1) % len(clients)
-				clients = append(clients[k:], clients[:k]...)
-				for _, cl := range clients {
-					s, err := libraryMeasure(ctx, cl, o.urls, n, inFlight)
-					cl.stop()
-					if err != nil {
-						o.stop()
-						return fmt.Errorf("%s, %s, run %d: %w", cl.name, c, run, err)
-					}
-					fmt.Fprintf(b.out, "run %d, %s: %-8s %8.0f req/s %7.1f µs CPU/req %7.1f allocs/req %9.0f B/req\n",
-						run, c, cl.name, s.perSec, s.cpuUs, s.allocs, s.bytes)
-					results[c][cl.name] = append(results[c][cl.name], s)
+				var err error
+				if o, err = startLibraryOrigin(ctx, c.size); err != nil {
+					return err
 				}
 			}
-			o.stop()
+			if results[c] == nil {
+				results[c] = map[string][]libSample{}
+				order = append(order, c)
+			}
+			// Each run starts with another client, so none always
+			// inherits the others' garbage or a warmer machine.
+			clients := []*libraryClient{guardedNetHTTP(), libraryFetcher(c.size, false), libraryFetcher(c.size, true), libraryHTTPClient(c.size)}
+			k := (run - 1) % len(clients)
+			clients = append(clients[k:], clients[:k]...)
+			for _, cl := range clients {
+				s, err := libraryMeasure(ctx, cl, o.urls[:c.hosts], n, c.inFlight)
+				cl.stop()
+				if err != nil {
+					o.stop()
+					return fmt.Errorf("%s, %s, run %d: %w", cl.name, c, run, err)
+				}
+				fmt.Fprintf(b.out, "run %d, %s: %-10s %8.0f req/s %7.1f µs CPU/req %7.1f allocs/req %9.0f B/req\n",
+					run, c, cl.name, s.perSec, s.cpuUs, s.allocs, s.bytes)
+				results[c][cl.name] = append(results[c][cl.name], s)
+			}
 		}
+		o.stop()
 	}
 
 	fmt.Fprintf(b.out, "\nmedians of %d runs; the ratios to net/http are medians of each run's ratio\n", b.o.runs)
-	fmt.Fprintf(b.out, "%-22s %-14s %9s %11s %11s %9s\n", "case", "client", "req/s", "µs CPU/req", "allocs/req", "B/req")
+	fmt.Fprintf(b.out, "%-30s %-18s %9s %11s %11s %9s\n", "case", "client", "req/s", "µs CPU/req", "allocs/req", "B/req")
 	var misses []string
 	for _, c := range order {
 		base := results[c]["net/http"]
-		for _, name := range []string{"net/http", "Get", "Get+memory"} {
+		for _, name := range libraryClients {
 			ss := results[c][name]
-			fmt.Fprintf(b.out, "%-22s %-14s %9.0f %11.1f %11.1f %9.0f\n", c, name,
+			fmt.Fprintf(b.out, "%-30s %-18s %9.0f %11.1f %11.1f %9.0f\n", c, name,
 				median(mapf(ss, func(s libSample) float64 { return s.perSec })),
 				median(mapf(ss, func(s libSample) float64 { return s.cpuUs })),
 				median(mapf(ss, func(s libSample) float64 { return s.allocs })),
 				median(mapf(ss, func(s libSample) float64 { return s.bytes })))
 		}
 		ratios := map[string]libSample{}
-		for _, name := range []string{"Get", "Get+memory"} {
+		for _, name := range libraryClients[1:] {
 			ss := results[c][name]
 			ratio := func(f func(libSample) float64) float64 {
 				rs := make([]float64, len(ss))
@@ -141,26 +156,28 @@ func runLibrary(ctx context.Context, b *bench) error {
 				bytes:  ratio(func(s libSample) float64 { return s.bytes }),
 			}
 			ratios[name] = r
-			fmt.Fprintf(b.out, "%-22s %-14s %9.2f %11.2f %11.2f %9.2f\n", c, name+"/net/http", r.perSec, r.cpuUs, r.allocs, r.bytes)
+			fmt.Fprintf(b.out, "%-30s %-18s %9.2f %11.2f %11.2f %9.2f\n", c, name+"/net/http", r.perSec, r.cpuUs, r.allocs, r.bytes)
 		}
 		// The bars hold Get with a sink that only hashes, as net/http
 		// does: what the library adds, not what keeping a body in memory
 		// costs (Get+memory, shown beside it).
 		r := ratios["Get"]
 		check := func(name string, ok bool, text string) {
-			fmt.Fprintf(b.out, "  bar: %s, Get's %s %s\n", c, text, verdict(ok))
+			fmt.Fprintf(b.out, "  bar: %s, %s %s\n", c, text, verdict(ok))
 			if !ok {
 				misses = append(misses, c.String()+" "+name)
 			}
 		}
 		if c.inFlight == 16 && c.size == 1<<10 {
-			check("CPU", r.cpuUs <= libraryCPUSmall, fmt.Sprintf("CPU/request ≤ %.2f× net/http's: %.2f", libraryCPUSmall, r.cpuUs))
-			check("rate", r.perSec >= libraryRateSmall, fmt.Sprintf("requests/s ≥ %.2f× net/http's: %.2f", libraryRateSmall, r.perSec))
+			check("CPU", r.cpuUs <= libraryCPUSmall, fmt.Sprintf("Get's CPU/request ≤ %.2f× net/http's: %.2f", libraryCPUSmall, r.cpuUs))
+			check("rate", r.perSec >= libraryRateSmall, fmt.Sprintf("Get's requests/s ≥ %.2f× net/http's: %.2f", libraryRateSmall, r.perSec))
+			cr := ratios["Client"].cpuUs
+			check("Client CPU", cr <= libraryCPUClient, fmt.Sprintf("Client's CPU/request ≤ %.2f× net/http's: %.2f", libraryCPUClient, cr))
 		}
 		if c.inFlight == 16 && c.size == 64<<10 {
-			check("CPU", r.cpuUs <= libraryCPULarge, fmt.Sprintf("CPU/request ≤ %.2f× net/http's: %.2f", libraryCPULarge, r.cpuUs))
+			check("CPU", r.cpuUs <= libraryCPULarge, fmt.Sprintf("Get's CPU/request ≤ %.2f× net/http's: %.2f", libraryCPULarge, r.cpuUs))
 		}
-		check("allocations", r.allocs <= libraryAllocRatio, fmt.Sprintf("allocations/request ≤ %d× net/http's: %.2f", libraryAllocRatio, r.allocs))
+		check("allocations", r.allocs <= libraryAllocRatio, fmt.Sprintf("Get's allocations/request ≤ %d× net/http's: %.2f", libraryAllocRatio, r.allocs))
 	}
 	if len(misses) > 0 {
 		return fmt.Errorf("bar missed: %s", strings.Join(misses, "; "))
@@ -232,21 +249,28 @@ func libraryGuard() *guard.Guard {
 func libraryHost(i int) string { return fmt.Sprintf("lib-%02d.test", i) }
 
 // guardedNetHTTP is net/http as a careful caller would use it: a transport
-// with the Fetcher's pool shape, every connection dialed through the guard,
+// with the Fetcher's pool shape (no host kept from keeping every connection
+// it used), every connection dialed through the guard,
 // the body hashed with sha256 through a pooled buffer (io.Copy would
 // allocate 32 KiB per request).
 func guardedNetHTTP() *libraryClient {
 	t := &http.Transport{
 		Proxy:               nil,
 		DialContext:         libraryGuard().DialContext,
-		MaxIdleConns:        4096,
-		MaxIdleConnsPerHost: 4,
+		MaxIdleConns:        fetch.MaxIdleConns,
+		MaxIdleConnsPerHost: fetch.MaxIdleConns,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	c := &http.Client{Transport: t}
+	cl := hashingClient(&http.Client{Transport: t})
+	cl.name = "net/http"
+	return cl
+}
+
+// hashingClient GETs with c and hashes the body with sha256 through a
+// pooled buffer (io.Copy would allocate 32 KiB per request).
+func hashingClient(c *http.Client) *libraryClient {
 	return &libraryClient{
-		name: "net/http",
-		stop: t.CloseIdleConnections,
+		stop: c.CloseIdleConnections,
 		get: func(ctx context.Context, url string) error {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 			if err != nil {
@@ -270,6 +294,20 @@ func guardedNetHTTP() *libraryClient {
 			return nil
 		},
 	}
+}
+
+// libraryHTTPClient is an http.Client on fetch.Transport with the guard,
+// no spacing and the body bound at size, read as guardedNetHTTP reads it.
+func libraryHTTPClient(size int) *libraryClient {
+	c := fetch.NewClient(fetch.Options{
+		Guard:        libraryGuard(),
+		Pacer:        policy.NewLocal(policy.LocalOptions{DefaultInterval: policy.None}),
+		Logger:       slog.New(slog.DiscardHandler),
+		MaxBodyBytes: int64(size),
+	})
+	cl := hashingClient(c)
+	cl.name = "Client"
+	return cl
 }
 
 var libraryBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
@@ -323,6 +361,7 @@ func (hashSink) Open(context.Context, string) (io.ReadCloser, error) {
 
 // libraryOrigin is the origin child and the base URL of each host name.
 type libraryOrigin struct {
+	size int
 	urls []string
 	stop func()
 }
@@ -359,7 +398,7 @@ func startLibraryOrigin(ctx context.Context, size int) (*libraryOrigin, error) {
 		stop()
 		return nil, fmt.Errorf("library origin: %v: %s", err, stderr.String())
 	}
-	o := &libraryOrigin{stop: stop}
+	o := &libraryOrigin{size: size, stop: stop}
 	for i := range libraryHosts {
 		o.urls = append(o.urls, "http://"+libraryHost(i)+":"+strings.TrimSpace(port))
 	}

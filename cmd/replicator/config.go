@@ -90,6 +90,10 @@ type Config struct {
 	MetricsAddr string // "" means no metrics server
 	Resolve     string // raw REPLICATOR_RESOLVE, already validated
 
+	// EgressProxyCIDRs, when not empty, turns the environment's proxies
+	// on and bounds where they may be.
+	EgressProxyCIDRs []netip.Prefix
+
 	// robots.txt (docs/politeness.md, robots.txt).
 	ObeyRobots    bool          // REPLICATOR_ROBOTS=obey
 	MaxCrawlDelay time.Duration // 0: Crawl-delay ignored
@@ -448,6 +452,17 @@ var settings = []setting{
 				return err
 			}
 			c.AllowCIDRs = p
+			return nil
+		}},
+	{name: "REPLICATOR_EGRESS_PROXY_CIDRS", def: "", blank: blankDefault, own: true,
+		forms:   "CIDR prefixes or addresses, comma- or space-separated",
+		meaning: "where the egress proxies may be. Set, the worker sends requests through the proxies `HTTP_PROXY`, `HTTPS_PROXY` and `NO_PROXY` name (as Go reads them: loopback goes direct), each of which must lie in these prefixes; the guard still judges every target before a proxy is asked, and an https target is tunnelled to the address judged ([security.md, Egress proxies](security.md#egress-proxies)). None: the proxy variables are ignored and every connection is direct",
+		set: func(c *Config, v string) error {
+			p, err := parseCIDRs(v)
+			if err != nil {
+				return err
+			}
+			c.EgressProxyCIDRs = p
 			return nil
 		}},
 	{name: "REPLICATOR_METRICS_ADDR", def: "", blank: blankDefault, own: true,

@@ -111,6 +111,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		"read_block_ms", cfg.ReadBlock.Milliseconds(),
 		"min_host_interval_seconds", cfg.MinHostInterval.Seconds(),
 		"allow_cidrs", fmt.Sprint(cfg.AllowCIDRs),
+		"egress_proxy_cidrs", fmt.Sprint(cfg.EgressProxyCIDRs),
 		"metrics_addr", cfg.MetricsAddr,
 		"robots", map[bool]string{false: "ignore", true: "obey"}[cfg.ObeyRobots],
 		"max_crawl_delay_seconds", cfg.MaxCrawlDelay.Seconds(),
@@ -209,6 +210,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		MaxFetchTime: cfg.MaxFetchTime,
 		Logger:       log,
 		Robots:       robotsCache,
+		Proxy:        egressProxy(cfg, log),
 	})
 	defer fetcher.Close()
 	loopCfg := cfg.loop(log, reg)
@@ -428,4 +430,17 @@ func (c Config) loop(log *slog.Logger, reg prometheus.Registerer) loop.Config {
 		Logger:                 log,
 		Registerer:             reg,
 	}
+}
+
+// egressProxy is the fetcher's Proxy: the environment's, once
+// REPLICATOR_EGRESS_PROXY_CIDRS says where proxies may be; nil otherwise.
+func egressProxy(cfg Config, log *slog.Logger) *fetch.Proxy {
+	if len(cfg.EgressProxyCIDRs) == 0 {
+		return nil
+	}
+	p := fetch.EnvironmentProxy(cfg.EgressProxyCIDRs)
+	if p == nil {
+		log.Warn("REPLICATOR_EGRESS_PROXY_CIDRS is set but neither HTTP_PROXY nor HTTPS_PROXY is: every connection is direct")
+	}
+	return p
 }
