@@ -65,7 +65,7 @@ const workerCacheBytes = 4 << 20
 // operator's grants would be refused (docs/operations.md, Redis ACL): no
 // CLIENT SETINFO, client tracking only when cache is set, and cluster
 // discovery (CLUSTER SLOTS) only for a Cluster: a URL with ?addr= seeds,
-// or a server whose INFO says it runs in cluster mode.
+// or a server whose HELLO says it runs in cluster mode.
 func connectRedis(rawURL string, cache bool) (c rueidis.Client, cached bool, err error) {
 	target, err := parseRedisURL(rawURL)
 	if err != nil {
@@ -104,16 +104,18 @@ func newClient(opt rueidis.ClientOption, cache bool) (rueidis.Client, bool, erro
 	return c, err == nil && !opt.DisableCache, err
 }
 
-// clusterEnabled asks a server, with INFO (granted to every user of a
-// broker), whether it runs in cluster mode.
+// clusterEnabled asks a server whether it runs in cluster mode, with
+// HELLO: every user may run it, whatever its grants.
 func clusterEnabled(c rueidis.Client) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	info, err := c.Do(ctx, c.B().Info().Section("cluster").Build()).ToString()
+	hello, err := c.Do(ctx, c.B().Hello().Build()).AsMap()
 	if err != nil {
-		return false, fmt.Errorf("INFO cluster: %w", err)
+		return false, fmt.Errorf("HELLO: %w", err)
 	}
-	return strings.Contains(info, "cluster_enabled:1"), nil
+	mode := hello["mode"]
+	m, _ := mode.ToString()
+	return m == "cluster", nil
 }
 
 // redisExit is the exit status of an operator subcommand whose client could

@@ -98,27 +98,39 @@ func (b *redisBroker) createGroup(ctx context.Context, id string) error {
 	return nil
 }
 
-// read is a blocking XREADGROUP, on a connection of its own. A read cut
-// short by ctx (shutdown, an outage) closes that connection: freeing it
-// with CLIENT UNBLOCK is not granted to a broker's worker user
-// (docs/operations.md, Redis ACL), and waiting for the block to end would
-// hold a shutdown for up to ReadBlock.
+// read is a blocking XREADGROUP. Cancelling ctx (shutdown) returns at
+// once and leaves the read to end with its block: cutting it short would
+// take CLIENT UNBLOCK, which a broker's worker user is not granted
+// (docs/operations.md, Redis ACL), or a new connection for the next read.
+// Entries it delivers then stay pending, as a waiting command does at
+// shutdown. ctx's deadline bounds the read itself (a silent network).
 func (b *redisBroker) read(ctx context.Context, count int, block time.Duration) ([]Entry, error) {
 	cmd := b.client.B().Xreadgroup().Group(b.o.Group, b.o.Consumer).Count(int64(count)).
 		Block(max(block.Milliseconds(), 1)).Streams().Key(b.o.Stream).Id(">").Build()
-	conn, release := b.client.Dedicate()
-	defer release()
-	defer context.AfterFunc(ctx, conn.Close)()
-	res, err := conn.Do(ctx, cmd).AsXReadSlices()
+	rctx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if deadline, ok := ctx.Deadline(); ok {
+		rctx, cancel = context.WithDeadline(rctx, deadline)
+	}
+	done := make(chan rueidis.RedisResult, 1)
+	go func() {
+		defer cancel()
+		done <- b.client.Do(rctx, cmd)
+	}()
+	var reply rueidis.RedisResult
+	select {
+	case reply = <-done:
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return nil, nil
+		}
+		reply = <-done // the deadline: the read ends with it
+	}
+	res, err := reply.AsXReadSlices()
 	switch {
 	case err == nil:
 	case rueidis.IsRedisNil(err):
 		b.ok()
 		return nil, nil
-	case ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled):
-		return nil, nil
-	case ctx.Err() != nil:
-		return nil, fmt.Errorf("consume: XREADGROUP %s: %w", b.o.Stream, ctx.Err())
 	default:
 		return nil, fmt.Errorf("consume: XREADGROUP %s: %w", b.o.Stream, noGroup(err))
 	}
