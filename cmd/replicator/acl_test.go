@@ -101,8 +101,8 @@ func TestWorkerUnderTheProductionACL(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			origin := aclOrigin(t)
 			srv := testenv.StartRedisACL(t, tc.acl)
-			admin := brokerClient(t, srv, testenv.AdminUser, testenv.AdminPassword)
-			issuer := brokerClient(t, srv, "watcher", aclPass)
+			admin := srv.ClientAs(t, testenv.AdminUser, testenv.AdminPassword)
+			issuer := srv.ClientAs(t, "watcher", aclPass)
 			addr := metricsAddr(t)
 			w := startBinary(t, aclWorkerEnv(srv, t.TempDir(), append(tc.env, "REPLICATOR_METRICS_ADDR="+addr)...), "worker")
 
@@ -179,13 +179,7 @@ func TestWorkerUnderTheProductionACL(t *testing.T) {
 			if code := w.stop(t, 30*time.Second); code != 0 {
 				t.Errorf("worker exited %d after SIGTERM, want 0", code)
 			}
-			denied, err := srv.ACLDenials("replicator")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(denied) != 0 {
-				t.Errorf("the broker refused the worker %v: it must send only what it is granted", denied)
-			}
+			noDenials(t, srv, "replicator")
 		})
 	}
 }
@@ -209,7 +203,7 @@ func TestWorkerWaitsOutAMissingGrant(t *testing.T) {
 	}
 	origin := aclOrigin(t)
 	srv := testenv.StartRedisACL(t, path)
-	admin := brokerClient(t, srv, testenv.AdminUser, testenv.AdminPassword)
+	admin := srv.ClientAs(t, testenv.AdminUser, testenv.AdminPassword)
 	w := startBinary(t, aclWorkerEnv(srv, t.TempDir(),
 		"REPLICATOR_CLAIM_MIN_IDLE_MS=600", // a reclaim would come back within a second
 		"REPLICATOR_ERROR_BACKOFF_BASE_SECONDS=0.1", "REPLICATOR_ERROR_BACKOFF_MAX_SECONDS=0.5",

@@ -16,22 +16,6 @@ import (
 	"github.com/replicator-go/replicator/internal/testenv"
 )
 
-// The production broker's users (docs/operations.md, Redis ACL), all with
-// the password PASSWORD.
-const brokerACL = "../../deploy/redis-acl/minimal.acl"
-
-// brokerClient is a client of srv authenticated as user.
-func brokerClient(t *testing.T, srv *testenv.Redis, user, password string) rueidis.Client {
-	t.Helper()
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, Username: user, Password: password,
-		ForceSingleClient: true, DisableCache: true, ClientSetInfo: rueidis.DisableClientSetInfo})
-	if err != nil {
-		t.Fatalf("redis client as %s: %v", user, err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
 // noDenials fails the test when Redis's ACL LOG holds an entry for user.
 func noDenials(t *testing.T, srv *testenv.Redis, user string) {
 	t.Helper()
@@ -68,8 +52,8 @@ func addDeadLetter(t *testing.T, c rueidis.Client, now time.Time, ago time.Durat
 // backlog, a dead consumer, dead letters and a floor, and checks what they
 // show and that Redis refused them nothing.
 func TestOperatorToolsAsBrokerAdmin(t *testing.T) {
-	srv := testenv.StartRedisACL(t, brokerACL)
-	admin := brokerClient(t, srv, testenv.AdminUser, testenv.AdminPassword)
+	srv := testenv.StartRedisACL(t, minimalACL)
+	admin := srv.ClientAs(t, testenv.AdminUser, testenv.AdminPassword)
 	ctx := t.Context()
 	if err := admin.Do(ctx, admin.B().XgroupCreate().Key(streamCommands).Group("replicator.fetch").Id("$").Mkstream().Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -150,8 +134,8 @@ func TestOperatorToolsAsBrokerAdmin(t *testing.T) {
 // PING as well, as every user of the broker does: the client sends it
 // when it closes a connection.)
 func TestIssuerToolsAsWatcher(t *testing.T) {
-	srv := testenv.StartRedisACL(t, brokerACL)
-	admin := brokerClient(t, srv, testenv.AdminUser, testenv.AdminPassword)
+	srv := testenv.StartRedisACL(t, minimalACL)
+	admin := srv.ClientAs(t, testenv.AdminUser, testenv.AdminPassword)
 	for _, rule := range [][]string{
 		{"ACL", "SETUSER", "seeder", "on", ">pw", "resetchannels", "~content.fetch", "+xadd", "+ping"},
 		{"ACL", "SETUSER", "seedwatcher", "on", ">pw", "resetchannels", "~content.fetch", "~content.blobs", "+xadd", "+xread", "+ping"},
@@ -217,8 +201,8 @@ func TestIssuerToolsAsWatcher(t *testing.T) {
 // user of the production broker, which is granted XINFO STREAM, XRANGE
 // and INFO but not XINFO GROUPS, XINFO CONSUMERS, XPENDING, TYPE or TIME.
 func TestStreamGaugesAsReplicator(t *testing.T) {
-	srv := testenv.StartRedisACL(t, brokerACL)
-	admin := brokerClient(t, srv, testenv.AdminUser, testenv.AdminPassword)
+	srv := testenv.StartRedisACL(t, minimalACL)
+	admin := srv.ClientAs(t, testenv.AdminUser, testenv.AdminPassword)
 	ctx := context.Background()
 	if err := admin.Do(ctx, admin.B().XgroupCreate().Key(streamCommands).Group("replicator.fetch").Id("$").Mkstream().Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -229,7 +213,7 @@ func TestStreamGaugesAsReplicator(t *testing.T) {
 	}
 	addDeadLetter(t, admin, time.Now(), time.Minute, "http_status", "https://a.example/")
 
-	g, reg := fetchGauges(t, brokerClient(t, srv, "replicator", "PASSWORD"))
+	g, reg := fetchGauges(t, srv.ClientAs(t, "replicator", "PASSWORD"))
 	g.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	g.refresh(ctx)
 	labels := []string{"stream", streamCommands, "group", "replicator.fetch"}
@@ -263,7 +247,7 @@ func TestStreamGaugesAsReplicator(t *testing.T) {
 // key, and the grant, and exits 1. status still shows what it could read
 // when only the pacing keys are refused.
 func TestToolsSayWhichGrantIsMissing(t *testing.T) {
-	srv := testenv.StartRedisACL(t, brokerACL)
+	srv := testenv.StartRedisACL(t, minimalACL)
 	as := func(user string) []string { return []string{"REPLICATOR_REDIS_URL=" + srv.URLAs(user, "PASSWORD")} }
 	for _, tt := range []struct {
 		user string

@@ -16,15 +16,7 @@ import (
 // a selector on other keys. Both are NOPERM; the grant names both.
 func TestCheckOnARealBroker(t *testing.T) {
 	srv := testenv.StartRedisACL(t, "../../deploy/redis-acl/minimal.acl")
-	as := func(user string) rueidis.Client {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, Username: user, Password: "PASSWORD",
-			ForceSingleClient: true, DisableCache: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
+	as := func(user string) rueidis.Client { return srv.ClientAs(t, user, "PASSWORD") }
 	ctx := context.Background()
 	for _, tt := range []struct {
 		user, key string

@@ -198,15 +198,7 @@ func testenvRedis(t *testing.T) string { return testenv.StartRedis(t).Addr }
 // read and trim. Redis refuses them nothing.
 func TestUnderTheBrokersACL(t *testing.T) {
 	srv := testenv.StartRedisACL(t, "../../deploy/redis-acl/minimal.acl")
-	as := func(user string) rueidis.Client {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, Username: user, Password: "PASSWORD",
-			ForceSingleClient: true, DisableCache: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
+	as := func(user string) rueidis.Client { return srv.ClientAs(t, user, "PASSWORD") }
 	for _, args := range [][]string{
 		{"XADD", "content.fetch", "1000-0", "a", "1"},
 		{"XADD", "content.fetch", "2000-0", "a", "1"},

@@ -129,3 +129,17 @@ func authenticate(conn net.Conn, user, password string) error {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// ClientAs connects a client to r as user, closed when the test ends. It
+// is a single-node client without client-side caching or CLIENT SETINFO,
+// so it sends nothing of its own that a restricted user would be refused.
+func (r *Redis) ClientAs(t testing.TB, user, password string) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{r.Addr}, Username: user, Password: password,
+		ForceSingleClient: true, DisableCache: true, ClientSetInfo: rueidis.DisableClientSetInfo})
+	if err != nil {
+		t.Fatalf("redis client as %s: %v", user, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
