@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/replicator-go/replicator/envelope"
@@ -139,6 +140,10 @@ type Held[C any] struct {
 
 	state heldState
 	lost  bool // another consumer took it, or it was trimmed
+	// renewedAt (unix nanoseconds) is no later than when the entry was last
+	// delivered to this consumer or its claim renewed: its idle time is at
+	// most the time since (see run.own).
+	renewedAt atomic.Int64
 
 	// What of its fate is written, so a fate tried again writes each step
 	// once: its fact, its dedupe key, its dead letter; and, for an

@@ -93,20 +93,40 @@ func (r *run[C, R]) stillOwned(ctx context.Context, h *Held[C]) (mine, ok bool) 
 // consumer still owns, and renews its claim on them: for ClaimMinIdle from
 // now no reclaim elsewhere can take them, which covers the writes that
 // follow (each fate's writes are bounded well inside it). The check and the
-// renewal are one script on the command stream; the fact goes to another
-// stream, which in Redis Cluster may live on another node, so they cannot
-// be one atomic step with the publish, and a pipeline would not make the
-// publish depend on the check. A delivery taken by another consumer (this
-// one stalled past ClaimMinIdle, or was cut off that long) is left to it.
-// If the check fails, or took ClaimMinIdle itself, none is confirmed and
-// the failure is recorded: the commands stay pending.
+// renewal are one read of this consumer's pending list on the command
+// stream; the fact goes to another stream, which in Redis Cluster may live
+// on another node, so they cannot be one atomic step with the publish, and
+// a pipeline would not make the publish depend on the check. A delivery
+// taken by another consumer (this one stalled past ClaimMinIdle, or was
+// cut off that long) is left to it. If the check fails, or took
+// ClaimMinIdle itself, none is confirmed and the failure is recorded: the
+// commands stay pending.
+//
+// A command delivered or renewed less than Loop.trustOwnFor ago is not
+// checked: its entry has been idle for less than that, so no reclaim (which
+// takes entries idle for ClaimMinIdle) can have taken it, nor can one
+// before its writes end. That spares the check for all but the commands
+// held long, at the cost of trusting every consumer of the group to claim
+// with the same ClaimMinIdle.
 func (r *run[C, R]) own(ctx context.Context, hs []*Held[C]) (mine []bool) {
 	l := r.l
-	ids := make([]string, len(hs))
-	for i, h := range hs {
-		ids[i] = h.ID
-	}
 	start := l.clock.now()
+	mine = make([]bool, len(hs))
+	var (
+		ids     []string
+		checked []*Held[C]
+	)
+	for i, h := range hs {
+		if start.Sub(time.Unix(0, h.renewedAt.Load())) < l.trustOwnFor {
+			mine[i] = true // idle too short for any reclaim to have taken it
+			continue
+		}
+		ids = append(ids, h.ID)
+		checked = append(checked, h)
+	}
+	if len(ids) == 0 {
+		return mine
+	}
 	states, err := l.b.own(ctx, ids)
 	if err == nil && l.clock.now().Sub(start) >= l.o.ClaimMinIdle {
 		err = fmt.Errorf("consume: ownership check on %s took longer than the claim's minimum idle time (%s)", l.o.Stream, l.o.ClaimMinIdle)
@@ -119,20 +139,37 @@ func (r *run[C, R]) own(ctx context.Context, hs []*Held[C]) (mine []bool) {
 		}
 		return nil
 	}
-	mine = make([]bool, len(hs))
 	var gone []*Held[C]
-	for i, s := range states {
-		switch s {
+	k := 0
+	for i := range mine {
+		if mine[i] {
+			continue
+		}
+		switch h := checked[k]; states[k] {
 		case owned, trimmed:
 			// One trimmed from the stream is still this consumer's to
 			// close: no other consumer can be given it again.
 			mine[i] = true
+			h.renewedAt.Store(start.UnixNano())
 		default:
-			gone = append(gone, hs[i])
+			gone = append(gone, h)
 		}
+		k++
 	}
 	r.leftToOwner(ctx, gone)
 	return mine
+}
+
+// renewed notes that the claims on ids whose states say owned were renewed
+// by a call made at start.
+func (r *run[C, R]) renewed(ids []string, states []ownership, start time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, s := range states {
+		if h := r.held[ids[i]]; h != nil && s == owned {
+			h.renewedAt.Store(start.UnixNano())
+		}
+	}
 }
 
 // leftToOwner logs handled commands whose fates are left to the consumer

@@ -62,6 +62,8 @@ type fateCase struct {
 	fail, failOnce []string
 	// fakeOnly says why the case cannot run on Redis.
 	fakeOnly string
+	// trustOwnFor is the Loop's (zero: every fate checks ownership).
+	trustOwnFor time.Duration
 
 	calls             []string
 	state             fateState
@@ -93,6 +95,23 @@ var fateCases = []fateCase{
 		calls:   []string{"read 1-1", "seen a → no", "own 1-1 → owned", "rememberAll a=1-1", "ack 1-1"},
 		state:   fateState{Dedupe: []string{"a=1-1"}},
 		handled: []string{"a"}, observed: []string{"a"},
+	},
+	{
+		name:        "stored soon after its delivery: no ownership check",
+		entries:     []testEntry{{id: "1-1", key: "a", plan: planStored}},
+		trustOwnFor: 20 * time.Second,
+		calls:       []string{"read 1-1", "seen a → no", "publishAll a:stored", "rememberAll a=1-1", "ack 1-1"},
+		state:       fateState{Facts: []string{"a:stored"}, Dedupe: []string{"a=1-1"}},
+		handled:     []string{"a"}, observed: []string{"a"},
+	},
+	{
+		name:        "stored after a hold longer than the trust: checked",
+		entries:     []testEntry{{id: "1-1", key: "a", plan: planPark + "," + planStored}},
+		trustOwnFor: parkFor / 2,
+		calls: []string{"read 1-1", "seen a → no", "own 1-1 → owned", "publishAll a:stored",
+			"rememberAll a=1-1", "ack 1-1"},
+		state:   fateState{Facts: []string{"a:stored"}, Dedupe: []string{"a=1-1"}},
+		handled: []string{"a", "a"}, observed: []string{"a"},
 	},
 	// Close: the terminal fact, then the dead letter and its ack.
 	{
@@ -501,6 +520,9 @@ func runFateCase(t *testing.T, tc fateCase, env fateEnv, clk *fakeClock) {
 	l := New(env.client(), c, newParkSched(cmp.Or(tc.limit, 16), parkFor), o)
 	rec := newRecorder(env.broker(l))
 	l.b, l.clock = rec, clock{now: clk.now, sleep: clk.sleep}
+	// Check ownership at every fate, as after a long hold, unless the case
+	// says otherwise: the table is about what the check decides.
+	l.trustOwnFor = tc.trustOwnFor
 
 	entered := make(chan struct{}, 16)
 	release := make(chan struct{})

@@ -275,10 +275,12 @@ func TestLoopWritesNoFateForADeliveryTakenElsewhere(t *testing.T) {
 			e.o.MaxDeliveryAttempts = 1 // an unclassified failure closes its command, if this worker owns it
 			entered := make(chan string)
 			release := make(chan struct{})
+			// The claim below stands for a reclaim after this worker paused
+			// past ClaimMinIdle: long after any delivery it could trust.
 			run := e.start(e.client, &testCap{hold: func(c tcmd) {
 				entered <- c.id
 				<-release
-			}}, nil)
+			}}, func(l *Loop[tcmd, tcmd]) { l.trustOwnFor = 0 })
 			for i := range 20 {
 				id := fmt.Sprintf("%s-%d", fate, i)
 				entry := e.add(id, fate)

@@ -40,6 +40,10 @@ type Loop[C, R any] struct {
 	lastOK     atomic.Int64 // unix nanoseconds of the latest Redis answer
 	cur        atomic.Pointer[run[C, R]]
 
+	// trustOwnFor is how long after a delivery or renewal a command's
+	// ownership is taken as certain at its fate (see run.own).
+	trustOwnFor time.Duration
+
 	// Only the goroutine in Run touches these. everReady is set once the
 	// group has existed; position is the newest entry id this loop has
 	// read ("" before the first).
@@ -50,6 +54,9 @@ type Loop[C, R any] struct {
 // New returns a Loop on client for cap, scheduled by sched.
 func New[C, R any](client rueidis.Client, cap Capability[C, R], sched Scheduler[C, R], opts Options) *Loop[C, R] {
 	l := &Loop[C, R]{o: opts.withDefaults(), cap: cap, sched: sched, clock: wallClock}
+	// Half the claim time, less the bound on the fate's writes: the writes
+	// end before the entry could have been idle for ClaimMinIdle.
+	l.trustOwnFor = max(0, l.o.ClaimMinIdle/2-fateTimeout)
 	l.b = &redisBroker{client: client, o: &l.o, now: func() time.Time { return l.clock.now() }, ok: l.markOK}
 	if m := l.o.Metrics; m != nil {
 		m.counts, m.unwritten = l.counts, l.unwritten
@@ -386,7 +393,7 @@ func (r *run[C, R]) cycle(ctx context.Context) error {
 	}
 	l.read(entries)
 	at := l.clock.now()
-	return stamp(r.accept(ctx, entries), at)
+	return stamp(r.accept(ctx, entries, started), at)
 }
 
 // waitForRoom waits until a held command is released, or ReadBlock.
@@ -421,6 +428,7 @@ func (r *run[C, R]) reclaim(ctx context.Context) error {
 		if free <= 0 {
 			return nil
 		}
+		claimed := l.clock.now()
 		next, entries, deleted, err := l.b.autoclaim(ctx, r.claimCursor, min(free, 1000))
 		if err != nil {
 			if errors.Is(err, errNoGroup) {
@@ -441,7 +449,7 @@ func (r *run[C, R]) reclaim(ctx context.Context) error {
 		if len(entries) > 0 {
 			l.read(entries)
 			l.o.Metrics.reclaimed(len(entries))
-			if err := r.accept(ctx, entries); err != nil {
+			if err := r.accept(ctx, entries, claimed); err != nil {
 				return err
 			}
 		}
@@ -492,6 +500,7 @@ func (r *run[C, R]) refresh(ctx context.Context) {
 	if len(ids) == 0 {
 		return
 	}
+	start := l.clock.now()
 	states, err := l.b.own(ctx, ids)
 	if err != nil {
 		l.o.Metrics.brokerFailure("refresh")
@@ -499,6 +508,7 @@ func (r *run[C, R]) refresh(ctx context.Context) {
 		return
 	}
 	var gone, cut []string
+	r.renewed(ids, states, start)
 	for i, s := range states {
 		switch s {
 		case taken:

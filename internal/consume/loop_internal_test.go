@@ -111,7 +111,7 @@ func TestLoopDeadLettersEntriesWithoutFields(t *testing.T) {
 	}
 
 	r0 := newRun(l, ctx)
-	if err := r0.accept(ctx, []Entry{{ID: id}, {ID: "1-1"}}); err != nil {
+	if err := r0.accept(ctx, []Entry{{ID: id}, {ID: "1-1"}}, time.Now()); err != nil {
 		t.Fatalf("accept: %v", err)
 	}
 	got, err := client.Do(ctx, client.B().Xrange().Key(o.DLQStream).Start("-").End("+").Build()).AsXRangeSlices()

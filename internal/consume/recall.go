@@ -105,6 +105,7 @@ func (r *run[C, R]) recallLoop(ctx context.Context) {
 // for a read.
 func (r *run[C, R]) recall(ctx context.Context, ids []string) error {
 	l := r.l
+	start := l.clock.now()
 	got, trimmed, err := l.b.recall(ctx, ids)
 	if err != nil {
 		return err
@@ -118,7 +119,7 @@ func (r *run[C, R]) recall(ctx context.Context, ids []string) error {
 		return nil
 	}
 	l.o.Logger.DebugContext(ctx, "took back commands left pending", "stream", l.o.Stream, "count", len(got))
-	if err := r.accept(ctx, got); err != nil {
+	if err := r.accept(ctx, got, start); err != nil {
 		l.o.Logger.WarnContext(ctx, "could not triage commands taken back; they stay pending", "stream", l.o.Stream,
 			"error", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/replicator-go/replicator/envelope"
 )
@@ -14,7 +15,7 @@ import (
 // the rest taken into memory. Entries already held are skipped. The first
 // broker failure ends the batch; what was not triaged stays pending and
 // returns through the reclaim.
-func (r *run[C, R]) accept(ctx context.Context, entries []Entry) error {
+func (r *run[C, R]) accept(ctx context.Context, entries []Entry, delivered time.Time) error {
 	l := r.l
 	cands := make([]*Held[C], 0, len(entries))
 	for _, e := range entries {
@@ -26,6 +27,7 @@ func (r *run[C, R]) accept(ctx context.Context, entries []Entry) error {
 			return err
 		}
 		if h != nil {
+			h.renewedAt.Store(delivered.UnixNano())
 			cands = append(cands, h)
 		}
 	}
