@@ -157,6 +157,10 @@ func TestWorkerUnderTheProductionACL(t *testing.T) {
 			if got := len(readStream(t, admin, streamFacts)); got != 21 {
 				t.Errorf("%d facts after the republish, want 21", got)
 			}
+			pacing := map[bool]string{false: "local", true: "fleet"}[tc.fleet]
+			if !strings.Contains(w.stderr.String(), `"msg":"worker ready"`) || !strings.Contains(w.stderr.String(), `"pacing":"`+pacing+`"`) {
+				t.Errorf("no worker ready line saying pacing %s:\n%s", pacing, tail(w.stderr.String(), 3000))
+			}
 			if tc.fleet {
 				if !strings.Contains(w.stderr.String(), "fleet pacing on") {
 					t.Errorf("the worker did not pace through Redis:\n%s", tail(w.stderr.String(), 3000))

@@ -13,9 +13,10 @@ import (
 // the blob tree's measure) and before the first command is read: the line
 // operators' runbooks wait for. It carries the Python worker's fields and
 // this worker's own, and is not written once a stop was asked for, since
-// nothing is then read. cached says whether the fleet pacer's client-side
-// cache is on.
-func logReady(ctx context.Context, log *slog.Logger, cfg Config, aliases []string, cached bool) {
+// nothing is then read. fleet says whether requests are paced through
+// Redis (docs/operations.md, Redis ACL), cached whether the fleet pacer's
+// client-side cache is on.
+func logReady(ctx context.Context, log *slog.Logger, cfg Config, aliases []string, fleet, cached bool) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -38,8 +39,8 @@ func logReady(ctx context.Context, log *slog.Logger, cfg Config, aliases []strin
 		"persist", "disabled", // not implemented (docs/differences.md, content.persist)
 		"concurrency", cfg.Concurrency,
 		"robots", map[bool]string{false: "ignore", true: "obey"}[cfg.ObeyRobots],
-		"pacing", "fleet",
-		"pacing_client_cache", cached,
+		"pacing", map[bool]string{false: "local", true: "fleet"}[fleet],
+		"pacing_client_cache", fleet && cached,
 	)
 }
 

@@ -276,7 +276,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 	}
-	logReady(ctx, log, cfg, aliases, cached)
+	logReady(ctx, log, cfg, aliases, fleetPacer != nil, cached)
 	bg.Go(func() { takeOverOldConsumers(bgCtx, client, log, cfg) })
 	if err := runLoops(ctx, fetchLoop.Run, replLoop.Run); err != nil {
 		return err
