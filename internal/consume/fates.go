@@ -15,7 +15,7 @@ import (
 // close gives a handled command its fate, and reports whether it is
 // settled: written, left to the consumer that owns the entry now, or with
 // nothing to write. A write that fails leaves it unsettled and the cycle
-// counts as failed; the handler writes it again (see handle), and what
+// counts as failed; the handler writes it again (see settle), and what
 // was written is not written twice (docs/streams.md, Fates).
 func (r *run[C, R]) close(h *Held[C], f Fate) bool {
 	l := r.l
