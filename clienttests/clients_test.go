@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"sort"
@@ -29,38 +28,10 @@ import (
 // interval is the spacing every host gets.
 const interval = 60 * time.Millisecond
 
-// tripwire listens on 127.0.0.2, which the guard refuses, and counts the
-// connections that reach it.
-type tripwire struct {
-	net.Listener
-	hits atomic.Int32
-}
-
-func startTripwire(t *testing.T) *tripwire {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.2:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tw := &tripwire{Listener: l}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			tw.hits.Add(1)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { l.Close() })
-	return tw
-}
-
 // site is a small site on site.test: pages linking to each other, a
 // directory robots.txt disallows, a link that redirects to the tripwire,
 // and /flaky, which answers 503 twice before it answers.
-func site(tw *tripwire) http.Handler {
+func site(tw *testenv.Tripwire) http.Handler {
 	var flaky atomic.Int32
 	mux := http.NewServeMux()
 	page := func(links ...string) http.HandlerFunc {
@@ -130,7 +101,7 @@ func checkSpacing(t *testing.T, o *testenv.Origin) {
 // reaches; the retries succeed; and every request to the host, robots.txt
 // and retries included, is spaced by the host's interval.
 func TestCollyAndRetryableShareTheGuardAndThePace(t *testing.T) {
-	tw := startTripwire(t)
+	tw := testenv.StartTripwire(t, "127.0.0.2:0")
 	o := testenv.StartOrigin(t, site(tw))
 	rt := transport()
 	defer rt.CloseIdleConnections()
@@ -192,7 +163,7 @@ func TestCollyAndRetryableShareTheGuardAndThePace(t *testing.T) {
 	if err := failed["/away"]; !errors.Is(err, guard.ErrRefused) {
 		t.Errorf("/away: err = %v, want a guard refusal", err)
 	}
-	if n := tw.hits.Load(); n != 0 {
+	if n := tw.Hits(); n != 0 {
 		t.Errorf("%d connections reached the refused address", n)
 	}
 	count := map[string]int{}
@@ -208,7 +179,7 @@ func TestCollyAndRetryableShareTheGuardAndThePace(t *testing.T) {
 // TestRetryableRefusedRedirect: go-retryablehttp's retries of a redirect
 // to a refused address are refused each time, and nothing reaches it.
 func TestRetryableRefusedRedirect(t *testing.T) {
-	tw := startTripwire(t)
+	tw := testenv.StartTripwire(t, "127.0.0.2:0")
 	o := testenv.StartOrigin(t, site(tw))
 	rt := transport()
 	defer rt.CloseIdleConnections()
@@ -220,7 +191,7 @@ func TestRetryableRefusedRedirect(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "destination refused") {
 		t.Fatalf("err = %v, want the guard's refusal", err)
 	}
-	if n := tw.hits.Load(); n != 0 {
+	if n := tw.Hits(); n != 0 {
 		t.Errorf("%d connections reached the refused address", n)
 	}
 	checkSpacing(t, o)

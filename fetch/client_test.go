@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -21,39 +20,6 @@ import (
 	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 	"github.com/replicator-go/replicator/policy"
 )
-
-// tripwire listens on 127.0.0.2, an address the tests' guards refuse,
-// and counts the connections that reach it: a refusal must leave it at 0.
-type tripwire struct {
-	net.Listener
-	hits atomic.Int32
-}
-
-func startTripwire(t *testing.T) *tripwire {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.2:0")
-	if err != nil {
-		t.Fatalf("listening on 127.0.0.2: %v", err)
-	}
-	tw := &tripwire{Listener: l}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			tw.hits.Add(1)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { l.Close() })
-	return tw
-}
-
-func (tw *tripwire) port() string {
-	_, port, _ := net.SplitHostPort(tw.Addr().String())
-	return port
-}
 
 // onlyOrigin is a guard that allows 127.0.0.1 alone (the origins), not
 // the rest of loopback, resolving fetchenv.Hosts.
@@ -72,8 +38,8 @@ func noSpacing() policy.Pacer {
 // follows a redirect only where the guard allows; a redirect to a refused
 // address fails with guard.ErrRefused and nothing reaches it.
 func TestClientRefusesRedirectToPrivate(t *testing.T) {
-	tw := startTripwire(t)
-	o := testenv.StartOrigin(t, testenv.Redirect(http.StatusFound, "http://127.0.0.2:"+tw.port()+"/secret"))
+	tw := testenv.StartTripwire(t, "127.0.0.2:0")
+	o := testenv.StartOrigin(t, testenv.Redirect(http.StatusFound, "http://127.0.0.2:"+tw.Port()+"/secret"))
 	c := fetch.NewClient(fetch.Options{Guard: onlyOrigin(), Pacer: noSpacing(), Logger: fetchenv.Quiet})
 	resp, err := c.Get(o.URLFor("origin.test", "/"))
 	if err == nil {
@@ -83,7 +49,7 @@ func TestClientRefusesRedirectToPrivate(t *testing.T) {
 	if !errors.Is(err, guard.ErrRefused) || fetch.Classify(err).Reason != "destination_refused" {
 		t.Fatalf("err = %v, want a guard refusal", err)
 	}
-	if n := tw.hits.Load(); n != 0 {
+	if n := tw.Hits(); n != 0 {
 		t.Fatalf("%d connections reached the refused address", n)
 	}
 	if o.Count() != 1 {

@@ -33,7 +33,7 @@ type proxyWorld struct {
 	proxy    *testenv.Tinyproxy
 	plain    *testenv.Origin
 	secure   *httptest.Server
-	tripwire *tripwire
+	tripwire *testenv.Tripwire
 	table    map[string][]netip.Addr
 	roots    *x509.CertPool
 }
@@ -59,22 +59,7 @@ func newProxyWorld(t *testing.T) *proxyWorld {
 	t.Cleanup(w.secure.Close)
 	w.roots = x509.NewCertPool()
 	w.roots.AddCert(w.secure.Certificate())
-	tl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.tripwire = &tripwire{Listener: tl}
-	go func() {
-		for {
-			c, err := tl.Accept()
-			if err != nil {
-				return
-			}
-			w.tripwire.hits.Add(1)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { tl.Close() })
+	w.tripwire = testenv.StartTripwire(t, "127.0.0.1:0")
 	w.table = maps.Clone(ssrfcases.Resolver().Table)
 	// example.com is the name on httptest's certificate.
 	w.table["example.com"] = []netip.Addr{netip.MustParseAddr("127.0.0.3")}
@@ -234,7 +219,7 @@ func TestProxySSRFVectors(t *testing.T) {
 	if got := w.proxy.Requests(); len(got) != 0 {
 		t.Errorf("the proxy was asked for %q", got)
 	}
-	if hits := w.tripwire.hits.Load(); hits != 0 {
+	if hits := w.tripwire.Hits(); hits != 0 {
 		t.Errorf("%d connections reached the tripwire", hits)
 	}
 }
@@ -277,7 +262,7 @@ func TestProxyJudgesAtItsTurn(t *testing.T) {
 			if got := w.proxy.Requests(); len(got) != 0 {
 				t.Errorf("the proxy was asked for %q", got)
 			}
-			if hits := w.tripwire.hits.Load(); hits != 0 {
+			if hits := w.tripwire.Hits(); hits != 0 {
 				t.Errorf("%d connections reached the tripwire", hits)
 			}
 			if !strings.Contains(err.Error(), "rebind.test") {
