@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -46,15 +44,8 @@ const (
 func runCheckRedis(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check-redis", "check-redis [--redis-url URL]", checkRedisDescription, stderr)
 	redisURL := fs.String("redis-url", envRedisURL(), "Redis `URL` (default $REPLICATOR_REDIS_URL or "+defaultRedisURL+")")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "replicator check-redis: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
+		return code
 	}
 	cfg, err := loadFrom(byCheckRedis, os.Environ())
 	if err != nil {

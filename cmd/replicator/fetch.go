@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -44,11 +42,8 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	maxBytes := fs.Int64("max-bytes", fetch.DefaultMaxBodyBytes, "largest body to store, in `bytes`")
 	obeyRobots := fs.Bool("robots", false, "obey the origin's robots.txt (RFC 9309), as REPLICATOR_ROBOTS=obey does")
 	verbose := fs.Bool("v", false, "log progress to stderr")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "replicator fetch: want exactly one URL")

@@ -52,6 +52,31 @@ func newFlagSet(name, synopsis, description string, stderr io.Writer) *flag.Flag
 	return fs
 }
 
+// parseFlags parses args. code is the exit status when ok is false: 0
+// after --help, 2 on a usage error (which fs has reported).
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	return 0, true
+}
+
+// parseNoArgs is parseFlags for a subcommand that takes no positional
+// argument: one given is a usage error, named on stderr.
+func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	if code, ok := parseFlags(fs, args); !ok {
+		return code, false
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "replicator %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return 2, false
+	}
+	return 0, true
+}
+
 // parseInterspersed parses args with flags allowed before, between and after
 // the positional arguments, which it returns. code is the exit status when
 // ok is false: 0 after --help, 2 on a usage error.

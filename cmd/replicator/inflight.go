@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -60,15 +58,8 @@ func runInflight(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs := newFlagSet("status inflight", "status inflight [--env-file FILE] [--redis-url URL]", inflightDescription, stderr)
 	envFile := fs.String("env-file", defaultEnvFile, "the worker's environment `file`")
 	redisURL := fs.String("redis-url", "", "Redis `URL` to read as (an operator's user); default the worker's REPLICATOR_REDIS_URL")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "replicator status inflight: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
+		return code
 	}
 	fail := func(code int, format string, a ...any) int {
 		fmt.Fprintf(stderr, "replicator status inflight: "+format+"\n", a...)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -68,11 +67,8 @@ type incident struct {
 
 func runNotify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("notify-failure", "notify-failure UNIT", notifyDescription, stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	unit := "<unknown>"
 	if fs.NArg() > 0 && strings.TrimSpace(fs.Arg(0)) != "" {

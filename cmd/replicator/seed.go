@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -72,11 +71,8 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var headers multiFlag
 	fs.Var(&headers, "H", "request header `'Name: value'` for every command (repeatable)")
 	timeout := fs.Float64("timeout", 0, "timeout_seconds for every command, in `seconds` (default: the worker's, 30)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "replicator seed: "+format+"\n", a...)

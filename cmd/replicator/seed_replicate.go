@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -53,11 +51,8 @@ func runSeedReplicate(ctx context.Context, args []string, stdout, stderr io.Writ
 	infoSource := fs.String("info-source-id", "", "info_source_id echoed on both facts (required)")
 	repSpec := fs.String("info-item-rep-spec-id", "seed", "info_item_rep_spec_id echoed on both facts")
 	revision := fs.String("source-revision-id", "seed", "source_revision_id echoed on both facts")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "replicator seed replicate: "+format+"\n", a...)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -140,15 +139,8 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	interval := fs.Duration("interval", 2*time.Second, "how often --watch redraws")
 	asJSON := fs.Bool("json", false, "print one JSON document")
 	claim := fs.Duration("claim-min-idle", envClaimMinIdle(), "the workers' claim time, for flagging dead consumers (default $REPLICATOR_CLAIM_MIN_IDLE_MS or 60s)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "replicator status: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
+		return code
 	}
 	if *interval <= 0 || *claim <= 0 {
 		fmt.Fprintln(stderr, "replicator status: --interval and --claim-min-idle must be positive")
