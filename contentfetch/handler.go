@@ -9,71 +9,43 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink"
 )
 
-// Kind is what became of one command; the worker switches on it to pick the
-// command's fate.
-type Kind int
-
-// The outcomes of handling a command.
+// The labels of the two ways a fetch completes, in metrics and logs; every
+// other outcome is named by its fate.
 const (
-	// Stored: the bytes are stored; publish the blob_available fact, set
-	// the dedupe key, ack.
-	Stored Kind = iota + 1
-	// NotModified: completed without a blob (304); publish the
-	// fetch_failed/not_modified fact, set the dedupe key, ack. No DLQ.
-	NotModified
-	// Permanent: publish the terminal fetch_failed fact, then dead-letter.
-	Permanent
-	// Transient: publish nothing; leave the entry pending for a retry.
-	Transient
-	// Unclassified: a bug (a panic) or a store that refused for good
-	// (sink.ErrPermanent); leave pending until the delivery ceiling, then
-	// publish handler_error and dead-letter.
-	Unclassified
+	// Stored: the bytes are stored; the fact is blob_available.
+	Stored = "stored"
+	// NotModified: the origin answered 304; the fact is fetch_failed with
+	// reason not_modified, and the command completes without a blob.
+	NotModified = "not_modified"
 )
 
-// String returns the kind's name as it appears in logs and metrics.
-func (k Kind) String() string {
-	switch k {
-	case Stored:
-		return "stored"
-	case NotModified:
-		return "not_modified"
-	case Permanent:
-		return "permanent"
-	case Transient:
-		return "transient"
-	case Unclassified:
-		return "unclassified"
-	}
-	return fmt.Sprintf("Kind(%d)", int(k))
-}
-
-// Outcome is the result of handling one command.
+// Outcome is the result of fetching one command: the engine's outcome
+// (capability.Outcome: its fate, fact and reason) and what the fetch found.
+//
+//	Complete      Stored (blob_available) or NotModified (not_modified)
+//	Close         a permanent failure: fetch_failed, then the dead letter
+//	Retry         a transient failure: no fact, retried through the reclaim
+//	Park          the host's window or room in the store is further away
+//	              than HandlerOptions.MaxWait: Park holds the detail
+//	Unclassified  a panic, or a store refused for good (sink.ErrPermanent)
 type Outcome struct {
-	// Kind says what the worker does with the command next.
-	Kind Kind
-	// Fact is the fact to publish: *envelope.BlobAvailable for Stored,
-	// *envelope.FetchFailed for NotModified and Permanent; nil otherwise.
-	Fact envelope.Model
-	// Reason is the failure token for NotModified and Permanent.
-	Reason envelope.Reason
+	capability.Outcome
 	// StatusCode is the final response's status, 0 when none arrived.
 	StatusCode int
-	// Err says why, for Transient, Permanent and Unclassified. Safe to log:
-	// it never carries a header value or a URL password.
-	Err error
-	// Park is set when the outcome is Transient because the command should
-	// wait in memory before it is tried again: its host's politeness window
-	// was longer than HandlerOptions.MaxWait, or the sink had no room for
-	// the body (Park.Cause wraps fetch.ErrStorageFull).
+	// Park is set when the fate is Park: the host whose window is not yet
+	// open and how long until it is, or the store's lack of room
+	// (Park.Cause wraps fetch.ErrStorageFull).
 	Park *ParkedError
 	// Result is the fetch's final response, nil when none arrived.
 	Result *fetch.Result
@@ -91,17 +63,18 @@ type HandlerOptions struct {
 	// means guard.DefaultMaxTimeout.
 	MaxTimeout time.Duration
 	// MaxWait is the longest politeness wait a command sleeps through, per
-	// hop; a longer one ends the handling Transient with Outcome.Park set
-	// (ErrParked) and nothing sent, so a worker can hold the command until
-	// its host is due without a goroutine asleep on it. Zero means sleep
-	// through any wait.
+	// hop; a longer one ends the handling with the fate Park (ErrParked)
+	// and nothing sent, so a worker can hold the command until its host is
+	// due without a goroutine asleep on it. Zero means sleep through any
+	// wait.
 	MaxWait time.Duration
 	// Logger receives one line per unusual event. Nil means slog.Default().
 	Logger *slog.Logger
 }
 
 // Handler turns a decoded content_fetch command into exactly one Outcome.
-// It is safe for concurrent use.
+// It is safe for concurrent use, and it is the capability's
+// capability.Handler (capability.go).
 type Handler struct {
 	fetcher    *fetch.Fetcher
 	sink       sink.Sink
@@ -109,6 +82,9 @@ type Handler struct {
 	maxWait    time.Duration
 	log        *slog.Logger
 	clock      clock
+	// noRoom is the store's last word: true once it said it has no room,
+	// so that, and its end, are logged once each.
+	noRoom atomic.Bool
 }
 
 // NewHandler returns a Handler configured by opts.
@@ -130,22 +106,23 @@ func NewHandler(opts HandlerOptions) *Handler {
 	return h
 }
 
-// Handle handles one command, in the order of the contract: request
+// Fetch handles one command, in the order of the contract: request
 // options, URL, destination guard, storage ceiling, pacing, fetch,
 // classification. Every refusal happens before anything reaches the origin.
 // A panic inside is recovered as an Unclassified outcome.
 //
-// stop, when closed, cuts a politeness wait short: the outcome is
-// Transient (ErrStopping) and nothing is sent, so a worker shutting down
-// never fetches unpaced, while fetches already sent run on (cancel ctx to
-// end them). Nil means only ctx ends a wait.
-func (h *Handler) Handle(ctx context.Context, cmd *envelope.ContentFetch, stop <-chan struct{}) (out Outcome) {
+// stop, when closed, cuts a politeness wait short: the fate is Retry
+// (ErrStopping) and nothing is sent, so a worker shutting down never
+// fetches unpaced, while fetches already sent run on (cancel ctx to end
+// them). Nil means only ctx ends a wait.
+func (h *Handler) Fetch(ctx context.Context, cmd *envelope.ContentFetch, stop <-chan struct{}) (out Outcome) {
 	start := h.clock.now()
 	defer func() {
 		if p := recover(); p != nil {
-			out = Outcome{Kind: Unclassified, Err: fmt.Errorf("contentfetch: handler panic: %v\n%s", p, debug.Stack())}
+			out = Outcome{Outcome: capability.Outcome{Err: fmt.Errorf("contentfetch: handler panic: %v\n%s", p, debug.Stack())}}
 		}
 		out.Duration = h.clock.now().Sub(start)
+		h.noteRoom(ctx, out)
 	}()
 
 	opts, err := guard.SanitizeOptions(cmd.Headers, cmd.TimeoutSeconds, h.maxTimeout)
@@ -158,9 +135,11 @@ func (h *Handler) Handle(ctx context.Context, cmd *envelope.ContentFetch, stop <
 		if res.NotModified() {
 			h.logUnbidden304(ctx, cmd)
 			fact := FailedFact(cmd, envelope.ReasonNotModified, "origin answered 304 Not Modified", res.StatusCode, 0, h.clock.now())
-			return Outcome{Kind: NotModified, Fact: fact, Reason: envelope.ReasonNotModified, StatusCode: res.StatusCode, Result: res}
+			return Outcome{Outcome: capability.Outcome{Fate: capability.Complete, Label: NotModified, Fact: fact,
+				Reason: string(envelope.ReasonNotModified), Paced: res.Paced}, StatusCode: res.StatusCode, Result: res}
 		}
-		return Outcome{Kind: Stored, Fact: blobFact(cmd, res, h.clock.now()), StatusCode: res.StatusCode, Result: res}
+		return Outcome{Outcome: capability.Outcome{Fate: capability.Complete, Label: Stored, Fact: blobFact(cmd, res, h.clock.now()),
+			Paced: res.Paced, Stored: res.Blob.Size}, StatusCode: res.StatusCode, Result: res}
 	}
 	return h.classify(cmd, res, err)
 }
@@ -187,37 +166,70 @@ func (h *Handler) classify(cmd *envelope.ContentFetch, res *fetch.Result, err er
 	case c.Permanent:
 		return h.permanent(cmd, c.Reason, err, c.StatusCode, res)
 	case errors.Is(err, sink.ErrPermanent):
-		out := Outcome{Kind: Unclassified, Err: err, Result: res}
-		if res != nil {
-			out.StatusCode = res.StatusCode
-		}
-		return out
+		return withResult(Outcome{Outcome: capability.Outcome{Err: err}}, res)
 	}
 	var parked *ParkedError
 	if errors.As(err, &parked) {
-		return Outcome{Kind: Transient, Err: err, Park: parked}
+		return park(err, parked)
 	}
 	if errors.Is(err, fetch.ErrStorageFull) {
 		// Asked again a MaxWait later: no request goes out while the
 		// store has no room (docs/storage.md).
-		park := &ParkedError{Wait: cmp.Or(h.maxWait, DefaultRoomWait), Cause: err}
-		return Outcome{Kind: Transient, Err: park, Park: park}
+		p := &ParkedError{Wait: cmp.Or(h.maxWait, DefaultRoomWait), Cause: err}
+		return park(p, p)
 	}
-	out := Outcome{Kind: Transient, Err: err, Result: res}
+	return withResult(Outcome{Outcome: capability.Outcome{Fate: capability.Retry, Err: err}}, res)
+}
+
+// The reasons a command parks: the reason label of its parked count.
+const (
+	parkedPoliteness  = "politeness"
+	parkedStorageFull = "storage_full"
+)
+
+// park is the outcome of a command put off until p.Wait has passed, in
+// the queue of the host it waits for.
+func park(err error, p *ParkedError) Outcome {
+	reason := parkedPoliteness
+	if errors.Is(p.Cause, fetch.ErrStorageFull) {
+		reason = parkedStorageFull
+	}
+	return Outcome{Outcome: capability.Outcome{Fate: capability.Park, Err: err, Reason: reason,
+		Wait: p.Wait, Key: policy.HostKey(p.Host)}, Park: p}
+}
+
+// withResult adds what a fetch that failed still found.
+func withResult(out Outcome, res *fetch.Result) Outcome {
 	if res != nil {
-		out.StatusCode = res.StatusCode
+		out.Result, out.StatusCode, out.Paced = res, res.StatusCode, res.Paced
 	}
 	return out
 }
 
 func (h *Handler) permanent(cmd *envelope.ContentFetch, reason envelope.Reason, err error, statusCode int, res *fetch.Result) Outcome {
-	return Outcome{
-		Kind:       Permanent,
-		Fact:       FailedFact(cmd, reason, err.Error(), statusCode, 0, h.clock.now()),
-		Reason:     reason,
-		StatusCode: statusCode,
-		Err:        err,
-		Result:     res,
+	out := withResult(Outcome{Outcome: capability.Outcome{
+		Fate:   capability.Close,
+		Fact:   FailedFact(cmd, reason, err.Error(), statusCode, 0, h.clock.now()),
+		Reason: string(reason),
+		Err:    err,
+	}}, res)
+	out.StatusCode = statusCode
+	return out
+}
+
+// noteRoom logs when the blob store runs out of room, and when it has room
+// again: one line each, not one per parked command.
+func (h *Handler) noteRoom(ctx context.Context, out Outcome) {
+	switch {
+	case out.Reason == parkedStorageFull && out.Fate == capability.Park:
+		if !h.noRoom.Swap(true) {
+			h.log.WarnContext(ctx, "the blob store has no room: fetches park, and no request goes out, until it has",
+				"reason", out.Reason, "error", out.Park.Cause.Error())
+		}
+	case out.Label == Stored:
+		if h.noRoom.Load() && h.noRoom.Swap(false) {
+			h.log.InfoContext(ctx, "the blob store has room again: parked fetches resume as they come due")
+		}
 	}
 }
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/fetch"
-	"github.com/replicator-go/replicator/loop"
+	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/sink/gcs"
 )
 
@@ -74,13 +74,13 @@ func TestShutdownBudget(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TimeoutStopSec=%q: want a whole number of seconds", unit["TimeoutStopSec"])
 	}
-	readBlock := setting(t, env, "REPLICATOR_READ_BLOCK_MS", time.Millisecond, loop.DefaultReadBlock)
+	readBlock := setting(t, env, "REPLICATOR_READ_BLOCK_MS", time.Millisecond, engine.DefaultReadBlock)
 	maxFetch := setting(t, env, "REPLICATOR_MAX_FETCH_SECONDS", time.Second, fetch.DefaultMaxFetchTime)
 	blob := setting(t, env, "REPLICATOR_BLOB_TIMEOUT_SECONDS", time.Second, gcs.DefaultTimeout)
-	need := readBlock + maxFetch + worker.DrainMargin + blob
+	need := readBlock + maxFetch + contentfetch.DrainMargin + blob
 	if got := time.Duration(stop) * time.Second; got <= need {
 		t.Errorf("TimeoutStopSec=%d is not above the shutdown budget %v (read block %v + max fetch %v + drain margin %v + blob timeout %v)",
-			stop, need, readBlock, maxFetch, worker.DrainMargin, blob)
+			stop, need, readBlock, maxFetch, contentfetch.DrainMargin, blob)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"cloud.google.com/go/storage"
 
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 )
 
@@ -31,59 +32,30 @@ const (
 // of the same id.
 func DedupeKey(commandID string) string { return DefaultDedupePrefix + commandID }
 
-// Kind is what became of one command; the loop switches on it to pick the
-// command's fate.
-type Kind int
-
-// The outcomes of handling a command.
-const (
-	// Complete: the copy exists; publish replication_complete, set the
-	// dedupe key, ack.
-	Complete Kind = iota + 1
-	// Permanent: publish the terminal replication_failed, then dead-letter.
-	Permanent
-	// Transient: publish nothing; leave the entry pending. Retried without
-	// bound: the write is create-if-absent, so a retry cannot overwrite.
-	Transient
-	// Unclassified: a bug (a panic) or a failure no reason describes; leave
-	// pending until the delivery ceiling, then publish handler_error (see
-	// FailedFact) and dead-letter.
-	Unclassified
-)
-
-// String returns the kind's name as it appears in logs and metrics.
-func (k Kind) String() string {
-	switch k {
-	case Complete:
-		return "complete"
-	case Permanent:
-		return "permanent"
-	case Transient:
-		return "transient"
-	case Unclassified:
-		return "unclassified"
-	}
-	return fmt.Sprintf("Kind(%d)", int(k))
-}
-
-// Outcome is the result of handling one command.
+// Outcome is the result of replicating one command: the engine's outcome
+// (capability.Outcome: its fate, fact and reason) and what the write did.
+//
+//	Complete      the copy exists: replication_complete
+//	Close         a permanent failure: replication_failed, then the dead letter
+//	Retry         a transient failure: no fact; retried without bound, as the
+//	              write is create-if-absent and cannot overwrite
+//	Unclassified  a panic, or a failure no reason describes (handler_error
+//	              at the delivery ceiling)
 type Outcome struct {
-	// Kind says what the loop does with the command next.
-	Kind Kind
-	// Fact is the fact to publish: *envelope.ReplicationComplete for
-	// Complete, *envelope.ReplicationFailed for Permanent; nil otherwise.
-	Fact envelope.Model
-	// Reason is the failure token for Permanent.
-	Reason envelope.ReplicateReason
+	capability.Outcome
 	// Created is set on a Complete that wrote the object; false when the
 	// destination already held the same bytes.
 	Created bool
-	// Err says why, for Permanent, Transient and Unclassified. Safe to log:
-	// it never carries a credential, a header value or a URL's userinfo or
-	// query.
-	Err error
 	// Duration is how long handling took.
 	Duration time.Duration
+}
+
+// unclassified is the outcome of a failure no reason describes.
+func unclassified(err error) Outcome { return Outcome{Outcome: capability.Outcome{Err: err}} }
+
+// transient is the outcome of a failure worth retrying.
+func transient(err error) Outcome {
+	return Outcome{Outcome: capability.Outcome{Fate: capability.Retry, Err: err}}
 }
 
 // Options configures a Handler. Source is required; every other zero field
@@ -181,16 +153,16 @@ func (h *Handler) WriteTimeout() time.Duration { return h.writeTimeout }
 // the blob is read once for its digests and streamed once into a
 // create-if-absent write; a precondition failure is settled by comparing
 // md5. A panic inside is recovered as an Unclassified outcome.
-func (h *Handler) Handle(ctx context.Context, cmd *envelope.ContentReplicate) (out Outcome) {
+func (h *Handler) Replicate(ctx context.Context, cmd *envelope.ContentReplicate) (out Outcome) {
 	start := h.now()
 	defer func() {
 		if p := recover(); p != nil {
-			out = Outcome{Kind: Unclassified, Err: fmt.Errorf("replicate: handler panic: %v\n%s", p, debug.Stack())}
+			out = unclassified(fmt.Errorf("replicate: handler panic: %v\n%s", p, debug.Stack()))
 		}
 		out.Duration = h.now().Sub(start)
 	}()
 	if cmd == nil {
-		return Outcome{Kind: Unclassified, Err: errors.New("replicate: nil command")}
+		return unclassified(errors.New("replicate: nil command"))
 	}
 
 	binding, ok := h.aliases.Resolve(cmd.CredentialsAlias)
@@ -231,19 +203,19 @@ func (h *Handler) Handle(ctx context.Context, cmd *envelope.ContentReplicate) (o
 	return h.write(ctx, cmd, w, fp, o, d)
 }
 
-// permanent builds a Permanent outcome whose error is the fact's detail.
+// permanent builds a Close outcome whose error is the fact's detail.
 func (h *Handler) permanent(cmd *envelope.ContentReplicate, reason envelope.ReplicateReason, detail string) Outcome {
-	return Outcome{
-		Kind:   Permanent,
+	return Outcome{Outcome: capability.Outcome{
+		Fate:   capability.Close,
 		Fact:   FailedFact(cmd, reason, detail, 0, h.now()),
-		Reason: reason,
+		Reason: string(reason),
 		Err:    errors.New("replicate: " + detail),
-	}
+	}}
 }
 
 func (h *Handler) complete(cmd *envelope.ContentReplicate, publicURL string, created bool) Outcome {
-	return Outcome{
-		Kind: Complete,
+	return Outcome{Outcome: capability.Outcome{
+		Fate: capability.Complete,
 		Fact: &envelope.ReplicationComplete{
 			SchemaVersion:     envelope.SchemaVersion,
 			OccurredAt:        h.now(),
@@ -253,6 +225,6 @@ func (h *Handler) complete(cmd *envelope.ContentReplicate, publicURL string, cre
 			SourceRevisionID:  cmd.SourceRevisionID,
 			InfoSourceID:      cmd.InfoSourceID,
 		},
-		Created: created,
-	}
+		Attrs: []slog.Attr{slog.Bool("created", created)},
+	}, Created: created}
 }

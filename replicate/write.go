@@ -47,7 +47,7 @@ func (h *Handler) digest(ctx context.Context, cmd *envelope.ContentReplicate, fp
 	if got := hex.EncodeToString(sha.Sum(nil)); got != fp {
 		// Copying it would make a permanent artifact of damaged bytes, and
 		// a fresh fetch would find the damaged file and keep it.
-		return digests{}, Outcome{Kind: Unclassified, Err: fmt.Errorf("replicate: the stored blob %s no longer hashes to its fingerprint (sha256 %s)", fp, got)}, false
+		return digests{}, unclassified(fmt.Errorf("replicate: the stored blob %s no longer hashes to its fingerprint (sha256 %s)", fp, got)), false
 	}
 	return digests{size: n, md5: m.Sum(nil), crc32c: c.Sum32()}, Outcome{}, true
 }
@@ -69,19 +69,19 @@ func (h *Handler) write(ctx context.Context, cmd *envelope.ContentReplicate, w w
 		return h.sourceFailure(cmd, "read", body.err)
 	case res.err == nil:
 	case ctx.Err() != nil:
-		return Outcome{Kind: Transient, Err: fmt.Errorf("replicate: write of %s abandoned: %w", shownKey(o.key), ctx.Err())}
+		return transient(fmt.Errorf("replicate: write of %s abandoned: %w", shownKey(o.key), ctx.Err()))
 	case wctx.Err() != nil:
-		return Outcome{Kind: Transient, Err: fmt.Errorf("replicate: write of %s timed out after %v: %w", shownKey(o.key), h.writeTimeout, safeErr(res.err))}
+		return transient(fmt.Errorf("replicate: write of %s timed out after %v: %w", shownKey(o.key), h.writeTimeout, safeErr(res.err)))
 	default:
 		status := statusOf(res.err)
 		if status == http.StatusBadRequest && body.n == d.size && body.crc.Sum32() != d.crc32c {
 			// The refusal is the checksum's: the blob changed between reads.
-			return Outcome{Kind: Unclassified, Err: fmt.Errorf("replicate: the stored blob %s changed while it was copied", fp)}
+			return unclassified(fmt.Errorf("replicate: the stored blob %s changed while it was copied", fp))
 		}
 		if reason, ok := providerReason(status); ok {
 			return h.permanent(cmd, reason, fmt.Sprintf("the provider refused the write of %s (%d): %v", shownKey(o.key), status, safeErr(res.err)))
 		}
-		return Outcome{Kind: Transient, Err: fmt.Errorf("replicate: write of %s failed: %w", shownKey(o.key), safeErr(res.err))}
+		return transient(fmt.Errorf("replicate: write of %s failed: %w", shownKey(o.key), safeErr(res.err)))
 	}
 
 	switch res.outcome {
@@ -96,7 +96,7 @@ func (h *Handler) write(ctx context.Context, cmd *envelope.ContentReplicate, w w
 		// A precondition failure with no object behind it is a race (a
 		// delete, an unfinished upload), not a conflict: the next attempt
 		// may well create it.
-		return Outcome{Kind: Transient, Err: fmt.Errorf("replicate: the conditional create of %s could not be settled: %s", shownKey(o.key), res.detail)}
+		return transient(fmt.Errorf("replicate: the conditional create of %s could not be settled: %s", shownKey(o.key), res.detail))
 	}
 }
 
@@ -112,9 +112,9 @@ func (h *Handler) sourceFailure(cmd *envelope.ContentReplicate, op string, err e
 	}
 	err = fmt.Errorf("replicate: %s the blob: %w", op, safeErr(err))
 	if _, terminal := providerReason(statusOf(err)); terminal {
-		return Outcome{Kind: Unclassified, Err: err}
+		return unclassified(err)
 	}
-	return Outcome{Kind: Transient, Err: err}
+	return transient(err)
 }
 
 // providerReason maps a provider's HTTP status onto the refusal it means:

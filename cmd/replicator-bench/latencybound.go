@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/contentfetch"
 )
 
 // Defaults of the latency-bound mode.
@@ -105,10 +105,10 @@ type lbPoint struct {
 
 // filesShort reports whether the worker may open fewer files than it
 // needs at the point's concurrency even once fitted to its limit
-// (worker.MinOpenFiles): then its fetches and stores fail with "too many
+// (contentfetch.MinOpenFiles): then its fetches and stores fail with "too many
 // open files".
 func (p lbPoint) filesShort() bool {
-	return p.openFiles > 0 && p.openFiles < uint64(worker.MinOpenFiles(p.concurrency))
+	return p.openFiles > 0 && p.openFiles < uint64(contentfetch.MinOpenFiles(p.concurrency))
 }
 
 // marked reports whether the origin saw a worker's command more than once:
@@ -182,12 +182,12 @@ func lbCommands(concurrency int, delay, steady time.Duration) int {
 const lbMinWaves = 4
 
 // lbOpenFiles is how many descriptors a process may use at a
-// concurrency: what the worker uses unfitted (worker.OpenFiles: a
+// concurrency: what the worker uses unfitted (contentfetch.OpenFiles: a
 // connection and a blob file per request in flight, the idle pool, a
 // margin), which is more than the bare loop's. The origin, inside the
 // bench, holds the other end of each connection.
 func lbOpenFiles(concurrency int) uint64 {
-	return uint64(worker.OpenFiles(concurrency))
+	return uint64(contentfetch.OpenFiles(concurrency))
 }
 
 // raiseOpenFiles raises this process's open-file limit, which the worker
@@ -528,7 +528,7 @@ func printLBPoint(b *bench, p lbPoint) {
 		why := ""
 		if p.filesShort() {
 			why = fmt.Sprintf("; it may open %d files and needs at least %d here, a connection per fetch in flight and a few more (raise: ulimit -Hn)",
-				p.openFiles, worker.MinOpenFiles(p.concurrency))
+				p.openFiles, contentfetch.MinOpenFiles(p.concurrency))
 		}
 		fmt.Fprintf(b.out, "        marked: the origin saw %d of the worker's requests again: commands failed and came back through the reclaim, so these are not the figures of a worker at %d in flight%s\n",
 			w.refetched, p.concurrency, why)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/contentfetch"
 )
 
 // waves returns completion times, in ns, of n commands done in waves of
@@ -259,7 +259,7 @@ func TestMarkedPoint(t *testing.T) {
 		t.Errorf("requests seen again = %d, want 2", d.again)
 	}
 
-	need := uint64(worker.MinOpenFiles(16384))
+	need := uint64(contentfetch.MinOpenFiles(16384))
 	p := lbPoint{concurrency: 16384, openFiles: need - 1}
 	if !p.filesShort() || p.marked() {
 		t.Errorf("short of files, nothing fetched again: filesShort %v, marked %v; want true, false", p.filesShort(), p.marked())

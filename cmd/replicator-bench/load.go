@@ -14,23 +14,23 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/policy/fleet"
 )
 
 // The streams and group of the contract (README, Streams and frames).
 const (
-	streamCommands = worker.DefaultStream
-	streamFacts    = worker.DefaultFactsStream
-	streamDLQ      = worker.DefaultDLQStream
+	streamCommands = contentfetch.DefaultStream
+	streamFacts    = contentfetch.DefaultFactsStream
+	streamDLQ      = contentfetch.DefaultDLQStream
 	streamPolicy   = fleet.DefaultPolicyStream
-	group          = worker.DefaultGroup
+	group          = contentfetch.DefaultGroup
 )
 
 // maxActivePerHost is how many requests the worker runs at once for one
 // host, so a concurrency needs at least concurrency ÷ this many hosts.
-const maxActivePerHost = worker.DefaultMaxActivePerHost
+const maxActivePerHost = contentfetch.DefaultMaxActivePerHost
 
 // command is one command the bench publishes.
 type command struct {

@@ -21,9 +21,9 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/loop"
+	"github.com/replicator-go/replicator/engine"
 )
 
 // naiveChildEnv, when set, makes the bench process the naive loop: the
@@ -165,7 +165,7 @@ func (n *naive) handle(ctx context.Context, e rueidis.XRangeEntry) (skipped bool
 	if err != nil {
 		return false, err
 	}
-	key := worker.DefaultDedupePrefix + cmd.CommandID
+	key := contentfetch.DefaultDedupePrefix + cmd.CommandID
 	switch err := n.client.Do(ctx, n.client.B().Get().Key(key).Build()).Error(); {
 	case err == nil:
 		return true, nil
@@ -187,7 +187,7 @@ func (n *naive) handle(ctx context.Context, e rueidis.XRangeEntry) (skipped bool
 	if err := n.client.Do(ctx, xadd.Build()).Error(); err != nil {
 		return false, fmt.Errorf("XADD fact: %w", err)
 	}
-	ttl := int64(loop.DefaultDedupeTTL / time.Second)
+	ttl := int64(engine.DefaultDedupeTTL / time.Second)
 	if err := n.client.Do(ctx, n.client.B().Set().Key(key).Value("1").ExSeconds(ttl).Build()).Error(); err != nil {
 		return false, fmt.Errorf("SET dedupe key: %w", err)
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/contentfetch"
 )
 
 // TestNaiveLoop runs the naive loop over a few commands against a private
@@ -38,7 +38,7 @@ func TestNaiveLoop(t *testing.T) {
 		cmds[i] = &command{id: fmt.Sprintf("naive-%02d", i), url: o.url(hosts[i%len(hosts)], fmt.Sprintf("/n/%02d", i))}
 	}
 	done := cmds[len(cmds)-1] // handled before: its dedupe key exists
-	if err := b.client.Do(ctx, b.client.B().Set().Key(worker.DefaultDedupePrefix+done.id).Value("1").Build()).Error(); err != nil {
+	if err := b.client.Do(ctx, b.client.B().Set().Key(contentfetch.DefaultDedupePrefix+done.id).Value("1").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	if err := publish(ctx, b.client, cmds); err != nil {
@@ -82,7 +82,7 @@ func TestNaiveLoop(t *testing.T) {
 			int64(len(body)) != fs[0].size || !bytes.Equal(body, want) {
 			t.Errorf("%s: stored %d bytes at %s, fact says %s, %d bytes", c.id, len(body), path, fs[0].fingerprint, fs[0].size)
 		}
-		n, err := b.client.Do(ctx, b.client.B().Exists().Key(worker.DefaultDedupePrefix+c.id).Build()).AsInt64()
+		n, err := b.client.Do(ctx, b.client.B().Exists().Key(contentfetch.DefaultDedupePrefix+c.id).Build()).AsInt64()
 		if err != nil || n != 1 {
 			t.Errorf("%s: dedupe key exists = %d, %v; want 1", c.id, n, err)
 		}

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/contentfetch"
 )
 
 // The throughput variants, in the order they run.
@@ -74,7 +74,7 @@ func (b *bench) throughputVariants() []string {
 func runThroughput(ctx context.Context, b *bench) error {
 	n := orInt(b.o.commands, 20000)
 	h := orInt(b.o.hosts, 1000)
-	conc := orInt(b.o.concurrency, worker.DefaultConcurrency)
+	conc := orInt(b.o.concurrency, contentfetch.DefaultConcurrency)
 	bodies := "distinct"
 	if b.o.sameBody {
 		bodies = "identical"

@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
-	"github.com/replicator-go/replicator/loop"
+	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/replicate"
 )
@@ -85,7 +85,7 @@ type Config struct {
 
 	// The project's additions.
 	Concurrency int
-	MaxHeld     int // 0 means worker.DefaultMaxHeld(Concurrency)
+	MaxHeld     int // 0 means contentfetch.DefaultMaxHeld(Concurrency)
 	AllowCIDRs  []netip.Prefix
 	MetricsAddr string // "" means no metrics server
 	Resolve     string // raw REPLICATOR_RESOLVE, already validated
@@ -343,11 +343,11 @@ var settings = []setting{
 	{name: "REPLICATOR_MAX_CONSECUTIVE_CYCLE_FAILURES", def: "20",
 		forms: formAtLeastOne,
 		meaning: "sets the outage limit: the worker exits 1 for its supervisor once Redis has kept failing for the back-offs between this many failed cycles in a row (" +
-			seconds2text(loop.Config{}.OutageLimit()) + " s at the defaults), however long each attempt waits; logged at start-up as `outage_limit_seconds` ([streams.md, Broker trouble](streams.md#broker-trouble))",
+			seconds2text(engine.Config{}.OutageLimit()) + " s at the defaults), however long each attempt waits; logged at start-up as `outage_limit_seconds` ([streams.md, Broker trouble](streams.md#broker-trouble))",
 		set: atLeastOne(func(c *Config) *int { return &c.MaxConsecutiveCycleFailures })},
 	{name: "REPLICATOR_DEDUPE_TTL_SECONDS", def: "86400",
 		forms:   formWholeSeconds,
-		meaning: "lifetime of a handled command's dedupe key, `" + worker.DefaultDedupePrefix + "<command_id>` or `" + replicate.DefaultDedupePrefix + "<command_id>`",
+		meaning: "lifetime of a handled command's dedupe key, `" + contentfetch.DefaultDedupePrefix + "<command_id>` or `" + replicate.DefaultDedupePrefix + "<command_id>`",
 		set: func(c *Config, v string) error {
 			var n int64
 			if err := positiveInt64(func(*Config) *int64 { return &n })(c, v); err != nil {
@@ -433,7 +433,7 @@ var settings = []setting{
 		meaning: "requests in flight at once",
 		set:     positiveInt(func(c *Config) *int { return &c.Concurrency })},
 	{name: "REPLICATOR_MAX_HELD", def: "", own: true,
-		shownDef: strconv.Itoa(worker.DefaultHeldPerRequest) + " × `REPLICATOR_CONCURRENCY`, at least " + strconv.Itoa(worker.MinDefaultMaxHeld),
+		shownDef: "2 × `REPLICATOR_CONCURRENCY`, at least " + strconv.Itoa(contentfetch.MinDefaultMaxHeld),
 		forms:    formCount,
 		meaning:  "commands held in memory at once (waiting, parked or being handled). When full, the worker reads on only while some held commands wait for their host's window; those give their places to other hosts' commands, stay pending and are taken back once there is room ([politeness.md, Spending a wait](politeness.md#spending-a-wait)). `1` with a concurrency of 1 is the one-at-a-time design of the Python worker",
 		set: func(c *Config, v string) error {

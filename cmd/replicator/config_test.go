@@ -12,9 +12,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/fetch"
-	"github.com/replicator-go/replicator/loop"
+	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/replicate"
 	"github.com/replicator-go/replicator/sink/gcs"
@@ -318,11 +318,11 @@ func TestSettingDefaultsMatchTheLibraries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lib := loop.Config{}.WithDefaults()
+	lib := engine.Config{}.WithDefaults()
 	got := c.loop(nil, nil)
 	got.Consumer, got.Logger = lib.Consumer, lib.Logger
-	if diff := cmp.Diff(lib, got, cmpopts.IgnoreFields(loop.Config{}, "Logger", "Registerer")); diff != "" {
-		t.Errorf("loop.Config from the defaults (-library +settings):\n%s", diff)
+	if diff := cmp.Diff(lib, got, cmpopts.IgnoreFields(engine.Config{}, "Logger", "Registerer")); diff != "" {
+		t.Errorf("engine.Config from the defaults (-library +settings):\n%s", diff)
 	}
 	for _, d := range []struct {
 		name      string
@@ -333,13 +333,13 @@ func TestSettingDefaultsMatchTheLibraries(t *testing.T) {
 		{"REPLICATOR_BLOB_SWEEP_INTERVAL_SECONDS", c.BlobSweepInterval, local.DefaultSweepInterval},
 		{"REPLICATOR_BLOB_TEMP_GRACE_SECONDS", c.BlobTempGrace, local.DefaultTempGrace},
 		{"REPLICATOR_BLOB_MAX_TOTAL_BYTES", c.BlobMaxTotalBytes, int64(local.DefaultMaxTotalBytes)},
-		{"REPLICATOR_CONSUMER_GROUP", c.ConsumerGroup, worker.DefaultGroup},
+		{"REPLICATOR_CONSUMER_GROUP", c.ConsumerGroup, contentfetch.DefaultGroup},
 		{"REPLICATOR_REPLICATE_CONSUMER_GROUP", c.ReplicateConsumerGroup, replicate.DefaultGroup},
 		{"REPLICATOR_REPLICATE_WRITE_TIMEOUT_SECONDS", c.ReplicateWriteTimeout, replicate.DefaultWriteTimeout},
 		{"REPLICATOR_MAX_BLOB_BYTES", c.MaxBlobBytes, int64(fetch.DefaultMaxBodyBytes)},
 		{"REPLICATOR_MAX_FETCH_SECONDS", c.MaxFetchTime, fetch.DefaultMaxFetchTime},
 		{"REPLICATOR_MIN_HOST_INTERVAL_SECONDS", c.MinHostInterval, policy.DefaultInterval},
-		{"REPLICATOR_CONCURRENCY", c.Concurrency, worker.DefaultConcurrency},
+		{"REPLICATOR_CONCURRENCY", c.Concurrency, contentfetch.DefaultConcurrency},
 	} {
 		if d.got != d.want {
 			t.Errorf("%s defaults to %v; the library's default is %v", d.name, d.got, d.want)

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"strings"
+	"os"
 
-	"github.com/replicator-go/replicator/loop"
+	"github.com/replicator-go/replicator/engine"
 )
 
 // derivedConsumerName is a worker's name in group when no override is set:
@@ -13,9 +13,7 @@ import (
 // registration instead of leaving one behind per hostname; a second worker
 // in the group takes another slot through REPLICATOR_CONSUMER_NAME and
 // REPLICATOR_REPLICATE_CONSUMER_NAME (docs/operations.md, Consumer names).
-func derivedConsumerName(group string) string {
-	return strings.ReplaceAll(group, ".", "-") + "-1"
-}
+func derivedConsumerName(group string) string { return engine.ConsumerName(group) }
 
 // consumerNameFor is the name this worker registers in group: the group's
 // own override when set, else the derivation. The override is chosen by
@@ -31,4 +29,10 @@ func consumerNameFor(override, group string) string {
 // oldConsumerName is the name earlier versions of this worker registered
 // under in both groups, replicator@<hostname>. A variable so tests can pin
 // it.
-var oldConsumerName = loop.DefaultConsumer
+var oldConsumerName = func() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return "replicator@" + host
+}

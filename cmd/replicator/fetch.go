@@ -15,6 +15,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/fetch/robots"
@@ -95,13 +96,12 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *timeout != 0 {
 		cmd.TimeoutSeconds = timeout
 	}
-	out := handler.Handle(ctx, cmd, nil)
+	out := handler.Fetch(ctx, cmd, nil)
 	if err := printOutcome(stdout, out); err != nil {
 		fmt.Fprintf(stderr, "replicator fetch: %v\n", err)
 		return 1
 	}
-	switch out.Kind {
-	case contentfetch.Stored, contentfetch.NotModified:
+	if out.Fate == capability.Complete {
 		return 0
 	}
 	return 1
@@ -143,7 +143,7 @@ func printOutcome(w io.Writer, out contentfetch.Outcome) error {
 			detail = out.Err.Error()
 		}
 		var err error
-		doc, err = json.MarshalIndent(map[string]string{"outcome": out.Kind.String(), "detail": detail}, "", "  ")
+		doc, err = json.MarshalIndent(map[string]string{"outcome": out.Name(), "detail": detail}, "", "  ")
 		if err != nil {
 			return err
 		}

@@ -8,13 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/fetch"
 )
 
 func TestReportOpenFiles(t *testing.T) {
 	const concurrency = 16384
-	most, least := uint64(worker.OpenFiles(concurrency)), uint64(worker.MinOpenFiles(concurrency))
+	most, least := uint64(contentfetch.OpenFiles(concurrency)), uint64(contentfetch.MinOpenFiles(concurrency))
 	tests := []struct {
 		name  string
 		limit uint64
@@ -40,18 +40,18 @@ func TestReportOpenFiles(t *testing.T) {
 }
 
 // TestOpenFilesDocumented checks the figures docs/operations.md and the
-// unit give for the open files against worker.OpenFiles.
+// unit give for the open files against contentfetch.OpenFiles.
 func TestOpenFilesDocumented(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	fixed := worker.OpenFiles(0)
+	fixed := contentfetch.OpenFiles(0)
 	prose := strings.Join(strings.Fields(string(doc)), " ")
 	for _, want := range []string{
 		"2 × `REPLICATOR_CONCURRENCY` + " + grouped(int64(fixed)) + " descriptors",
 		"up to " + grouped(fetch.MaxIdleConns) + " idle connections",
-		"at least `REPLICATOR_CONCURRENCY` + " + grouped(int64(worker.MinOpenFiles(0))) + " descriptors",
+		"at least `REPLICATOR_CONCURRENCY` + " + grouped(int64(contentfetch.MinOpenFiles(0))) + " descriptors",
 		"less " + grouped(int64(fixed-fetch.MaxIdleConns)) + ", is shared half and half",
 	} {
 		if !strings.Contains(prose, want) {
@@ -68,7 +68,7 @@ func TestOpenFilesDocumented(t *testing.T) {
 		t.Fatalf("deploy/replicator.service does not set LimitNOFILE=%d", limit)
 	}
 	covered := (limit - fixed) / 2
-	if covered < 30000 || worker.OpenFiles(30000) > limit {
+	if covered < 30000 || contentfetch.OpenFiles(30000) > limit {
 		t.Errorf("LimitNOFILE=%d covers a concurrency of %d, not about 30,000 as the documents say", limit, covered)
 	}
 	for name, text := range map[string]string{"docs/operations.md": string(doc), "deploy/replicator.service": string(unit)} {

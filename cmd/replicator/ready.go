@@ -31,7 +31,7 @@ func logReady(ctx context.Context, log *slog.Logger, cfg Config, aliases []strin
 		"build", buildID(),
 		// How long Redis may keep failing before the worker exits 1: the
 		// unit's StartLimitIntervalSec is sized against it.
-		"worst_case_outage_seconds", cfg.loop(nil, nil).OutageLimit().Seconds(),
+		"worst_case_outage_seconds", cfg.engine(nil, nil).OutageLimit().Seconds(),
 		"replication_aliases", aliases,
 		// This worker's own.
 		"content_fetch", "enabled",

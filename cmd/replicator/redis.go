@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/replicate"
@@ -20,9 +20,9 @@ import (
 // The streams of the contract (docs/streams.md, Streams), as the library
 // names them.
 const (
-	streamCommands = worker.DefaultStream
-	streamFacts    = worker.DefaultFactsStream
-	streamDLQ      = worker.DefaultDLQStream
+	streamCommands = contentfetch.DefaultStream
+	streamFacts    = contentfetch.DefaultFactsStream
+	streamDLQ      = contentfetch.DefaultDLQStream
 
 	streamReplicate    = replicate.DefaultStream
 	streamArtifacts    = replicate.DefaultFactsStream

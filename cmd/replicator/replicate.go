@@ -6,15 +6,13 @@ import (
 	"log/slog"
 
 	"cloud.google.com/go/storage"
-	"github.com/redis/rueidis"
 
-	"github.com/replicator-go/replicator/loop"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/replicate"
-	replicateworker "github.com/replicator-go/replicator/replicate/worker"
 	"github.com/replicator-go/replicator/sink"
 )
 
-// replicateLoop builds the content.replicate loop: the aliases the operator
+// replicateCapability builds content.replicate: the aliases the operator
 // provisioned (none when REPLICATOR_REPLICATION_ALIASES_FILE is unset, and
 // every command is then refused alias_unknown), one writer per alias, and
 // the blobs this worker stores as the source. A GCS client, which reads the
@@ -22,10 +20,10 @@ import (
 // one; if it cannot be made, those aliases' commands are refused
 // provider_disabled rather than failing the boot. It also returns the
 // provisioned aliases' names.
-func replicateLoop(ctx context.Context, cfg Config, loopCfg loop.Config, client rueidis.Client, blobs sink.Sink, log *slog.Logger) (*replicateworker.Worker, []string, func(), error) {
+func replicateCapability(ctx context.Context, cfg Config, blobs sink.Sink, log *slog.Logger) (capability.Capability, []string, func(), error) {
 	src, ok := blobs.(replicate.Source)
 	if !ok {
-		return nil, nil, nil, fmt.Errorf("replicate: the blob store cannot name its blobs")
+		return capability.Capability{}, nil, nil, fmt.Errorf("replicate: the blob store cannot name its blobs")
 	}
 	aliases := replicate.LoadAliases(cfg.ReplicationAliasesFile, log)
 	var gcsClient *storage.Client
@@ -47,16 +45,13 @@ func replicateLoop(ctx context.Context, cfg Config, loopCfg loop.Config, client 
 	})
 	if err != nil {
 		closeGCS()
-		return nil, nil, nil, err
+		return capability.Capability{}, nil, nil, err
 	}
 	log.Info("content.replicate ready", "group", cfg.ReplicateConsumerGroup, "aliases", aliases.Names(),
 		"write_timeout_seconds", h.WriteTimeout().Seconds())
-	l := replicateworker.New(client, replicateworker.Options{
-		Loop:    loopCfg,
-		Group:   cfg.ReplicateConsumerGroup,
-		Handler: h,
-	})
-	return l, aliases.Names(), closeGCS, nil
+	rc := replicate.Capability(h)
+	rc.Group, rc.Consumer = cfg.ReplicateConsumerGroup, cfg.ReplicateConsumerName
+	return rc, aliases.Names(), closeGCS, nil
 }
 
 // needsGCS reports whether any provisioned alias writes to GCS.

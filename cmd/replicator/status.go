@@ -21,7 +21,7 @@ import (
 	"github.com/replicator-go/replicator/internal/redisacl"
 	"github.com/replicator-go/replicator/internal/redisclock"
 	"github.com/replicator-go/replicator/internal/streamstate"
-	"github.com/replicator-go/replicator/loop"
+	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/policy/fleet"
 )
@@ -206,7 +206,7 @@ func envClaimMinIdle() time.Duration {
 	if ms, err := strconv.ParseFloat(strings.TrimSpace(os.Getenv("REPLICATOR_CLAIM_MIN_IDLE_MS")), 64); err == nil && ms > 0 && ms < 1e12 {
 		return time.Duration(ms * float64(time.Millisecond))
 	}
-	return loop.DefaultClaimMinIdle
+	return engine.DefaultClaimMinIdle
 }
 
 // oneLine keeps an error on one line.

@@ -19,11 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/rueidis"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
-	"github.com/replicator-go/replicator/loop"
+	"github.com/replicator-go/replicator/engine"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/sink"
@@ -113,7 +114,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		"max_crawl_delay_seconds", cfg.MaxCrawlDelay.Seconds(),
 		// How long Redis may keep failing before the process exits 1; a
 		// supervisor's restart limits are sized against it.
-		"outage_limit_seconds", cfg.loop(nil, nil).OutageLimit().Seconds(),
+		"outage_limit_seconds", cfg.engine(nil, nil).OutageLimit().Seconds(),
 	)
 	openFiles := openFileLimit()
 	reportOpenFiles(log, openFiles, cfg.Concurrency)
@@ -201,7 +202,7 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Guard:        guard.New(gopts),
 		Pacer:        pacer,
 		MaxInFlight:  cfg.Concurrency,
-		MaxOpenFiles: worker.FetcherOpenFiles(openFiles),
+		MaxOpenFiles: contentfetch.FetcherOpenFiles(openFiles),
 		MaxBodyBytes: cfg.MaxBlobBytes,
 		MaxFetchTime: cfg.MaxFetchTime,
 		Logger:       log,
@@ -209,22 +210,20 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Proxy:        egressProxy(cfg, log),
 	})
 	defer fetcher.Close()
-	loopCfg := cfg.loop(log, reg)
-	fetchLoop := worker.New(client, worker.Options{
-		Loop:       loopCfg,
-		Group:      cfg.ConsumerGroup,
-		Fetcher:    fetcher,
-		Sink:       blobs,
-		MaxTimeout: cfg.MaxFetchTimeout,
-		MaxHeld:    cfg.MaxHeld,
-	})
-	replCfg := loopCfg
-	replCfg.Consumer = cfg.ReplicateConsumerName
-	replLoop, aliases, closeGCS, err := replicateLoop(ctx, cfg, replCfg, client, blobs, log)
+	if _, bound := fetcher.InFlight(); bound > 0 {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "replicator_requests_in_flight",
+			Help: "Requests in flight, out of the fetcher's MaxInFlight.",
+		}, func() float64 { n, _ := fetcher.InFlight(); return float64(n) }))
+	}
+	engineCfg := cfg.engine(log, reg)
+	fetchLoop := engine.New(client, engineCfg, cfg.fetchCapability(fetcher, blobs, log))
+	replCap, aliases, closeGCS, err := replicateCapability(ctx, cfg, blobs, log)
 	if err != nil {
 		return err
 	}
 	defer closeGCS()
+	replLoop := engine.New(client, engineCfg, replCap)
 	healthy := func() bool { return fetchLoop.Healthy() && replLoop.Healthy() }
 
 	if cfg.MetricsAddr != "" {
@@ -411,10 +410,9 @@ func metricsMux(reg *prometheus.Registry, healthy func() bool, client rueidis.Cl
 	return mux
 }
 
-// loop is the consumer-group configuration both loops of the worker share.
-func (c Config) loop(log *slog.Logger, reg prometheus.Registerer) loop.Config {
-	return loop.Config{
-		Consumer:               c.ConsumerName,
+// engine is the configuration every loop of the worker shares.
+func (c Config) engine(log *slog.Logger, reg prometheus.Registerer) engine.Config {
+	return engine.Config{
 		StartID:                c.ConsumerStartID,
 		ReadBlock:              c.ReadBlock,
 		ClaimMinIdle:           c.ClaimMinIdle,
@@ -426,6 +424,26 @@ func (c Config) loop(log *slog.Logger, reg prometheus.Registerer) loop.Config {
 		Logger:                 log,
 		Registerer:             reg,
 	}
+}
+
+// fetchCapability is content.fetch on fetcher and blobs, with the
+// settings that size it.
+func (c Config) fetchCapability(fetcher *fetch.Fetcher, blobs sink.Sink, log *slog.Logger) capability.Capability {
+	h := contentfetch.NewHandler(contentfetch.HandlerOptions{
+		Fetcher:    fetcher,
+		Sink:       blobs,
+		MaxTimeout: c.MaxFetchTimeout,
+		// A longer politeness wait parks the command in memory until its
+		// host is due (docs/politeness.md).
+		MaxWait: c.ReadBlock,
+		Logger:  log,
+	})
+	fc := contentfetch.Capability(h)
+	fc.Group, fc.Consumer = c.ConsumerGroup, c.ConsumerName
+	if c.MaxHeld > 0 {
+		fc.MaxHeld = c.MaxHeld
+	}
+	return fc
 }
 
 // egressProxy is the fetcher's Proxy: the environment's, once

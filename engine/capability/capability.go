@@ -77,6 +77,15 @@ type Outcome struct {
 	Err error
 	// Wait is how long a parked command waits before it is handled again.
 	Wait time.Duration
+	// Key, for Park, is the key the command waits for when it is not its
+	// own (a redirect's host); empty means its own.
+	Key string
+	// Paced is how long the handling waited for its key's window before
+	// it went out. Non-zero, the key's pace, not a free place, is what its
+	// other commands wait for, so they may give up their place in memory.
+	Paced time.Duration
+	// Stored is how many bytes the handling stored.
+	Stored int64
 	// Attrs add to the line the engine writes per handled command
 	// (status_code, size_bytes…). They never carry a header value or a
 	// credential.
@@ -133,8 +142,8 @@ type Handler interface {
 
 // Capability is one kind of command as the engine runs it: its Handler,
 // the keys it reads and writes, and how much of it runs at once. Name,
-// Handler and the five keys are required; for the rest zero means the
-// engine's default (package engine).
+// Handler and the five stream keys are required; for the rest zero means
+// the engine's default (package engine).
 type Capability struct {
 	// Name names the capability in consumer names
 	// ("replicator-<Name>-1"), log lines and metrics: "fetch",
@@ -153,6 +162,10 @@ type Capability struct {
 	FactsStream, DLQStream string
 	// DedupePrefix prefixes each command_id's dedupe key.
 	DedupePrefix string
+	// Consumer names this worker in Group; default the engine's
+	// ConsumerName of Group ("replicator-fetch-1"). Unique per running
+	// worker.
+	Consumer string
 
 	// Concurrency bounds the handlings in progress at once.
 	Concurrency int

@@ -14,11 +14,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/rueidis"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/testenv"
-	"github.com/replicator-go/replicator/loop"
+	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink/memory"
 )
@@ -59,7 +59,7 @@ func startWorker(t *testing.T, r *testenv.Redis, maxTimeout time.Duration) {
 		Logger:      quiet,
 	})
 	w := worker.New(client, worker.Options{
-		Loop:       loop.Config{StartID: "0", ReadBlock: readBlock, Logger: quiet},
+		Loop:       engine.Config{StartID: "0", ReadBlock: readBlock, Logger: quiet},
 		Fetcher:    fetcher,
 		Sink:       memory.New(memory.Options{}),
 		MaxTimeout: maxTimeout,

@@ -104,7 +104,7 @@ func (h *Harness) Handle(t *testing.T, cmd *envelope.ContentFetch) contentfetch.
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return h.Handler.Handle(ctx, cmd, h.Stop)
+	return h.Handler.Fetch(ctx, cmd, h.Stop)
 }
 
 // spacing is d as a policy.LocalOptions.DefaultInterval: None when d is
