@@ -14,11 +14,16 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
-	"github.com/replicator-go/replicator/engine"
+	"github.com/replicator-go/replicator/fetch/robots"
+	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/replicate"
+	"github.com/replicator-go/replicator/sink/gcs"
+	"github.com/replicator-go/replicator/sink/local"
 )
 
 // errSetting marks a REPLICATOR_* value the worker cannot start with. main
@@ -259,31 +264,31 @@ var settings = []setting{
 		forms:   "an object name prefix; slashes at either end are dropped",
 		meaning: "gcs: where the blobs' object names start",
 		set:     func(c *Config, v string) error { c.BlobPrefix = strings.Trim(v, "/"); return nil }},
-	{name: "REPLICATOR_BLOB_TIMEOUT_SECONDS", def: "30",
+	{name: "REPLICATOR_BLOB_TIMEOUT_SECONDS", def: secondsText(gcs.DefaultTimeout),
 		forms:   formSeconds,
 		meaning: "gcs: bound on each storage operation",
 		set:     seconds(func(c *Config) *time.Duration { return &c.BlobTimeout }, false)},
-	{name: "REPLICATOR_BLOB_TTL_SECONDS", def: "604800",
+	{name: "REPLICATOR_BLOB_TTL_SECONDS", def: secondsText(local.DefaultTTL),
 		forms:   formSeconds,
 		meaning: "retention after a blob's last reference: the local sweep reaps at it; on gcs it sets the announced `blob_expires_at` (the bucket's lifecycle rule reaps)",
 		set:     seconds(func(c *Config) *time.Duration { return &c.BlobTTL }, false)},
-	{name: "REPLICATOR_BLOB_SWEEP_INTERVAL_SECONDS", def: "900",
+	{name: "REPLICATOR_BLOB_SWEEP_INTERVAL_SECONDS", def: secondsText(local.DefaultSweepInterval),
 		forms:   formSeconds + formLocalOnly,
 		meaning: "local: how often the sweep runs",
 		set:     localOnly(pyFloatOnly, seconds(func(c *Config) *time.Duration { return &c.BlobSweepInterval }, false))},
-	{name: "REPLICATOR_BLOB_TEMP_GRACE_SECONDS", def: "3600",
+	{name: "REPLICATOR_BLOB_TEMP_GRACE_SECONDS", def: secondsText(local.DefaultTempGrace),
 		forms:   formSeconds + formLocalOnly,
 		meaning: "local: age at which a leftover temp file is removed",
 		set:     localOnly(pyFloatOnly, seconds(func(c *Config) *time.Duration { return &c.BlobTempGrace }, false))},
-	{name: "REPLICATOR_BLOB_MAX_TOTAL_BYTES", def: "2147483648",
+	{name: "REPLICATOR_BLOB_MAX_TOTAL_BYTES", def: strconv.Itoa(local.DefaultMaxTotalBytes),
 		forms:   formBytes + formLocalOnly,
 		meaning: "local: bytes held, stores in progress included, at which new fetches park until a sweep frees space (so do they while the disk has less than 1 MiB free: [storage.md, local](storage.md#local)); the tree is measured (the first sweep) before the first command is read",
 		set:     localOnly(pyIntOnly, positiveInt64(func(c *Config) *int64 { return &c.BlobMaxTotalBytes }))},
-	{name: "REPLICATOR_CONSUMER_GROUP", def: "replicator.fetch",
+	{name: "REPLICATOR_CONSUMER_GROUP", def: contentfetch.DefaultGroup,
 		forms:   "a group name",
 		meaning: "consumer group on `content.fetch`",
 		set:     func(c *Config, v string) error { c.ConsumerGroup = v; return nil }},
-	{name: "REPLICATOR_REPLICATE_CONSUMER_GROUP", def: "replicator.replicate",
+	{name: "REPLICATOR_REPLICATE_CONSUMER_GROUP", def: replicate.DefaultGroup,
 		forms:   "a group name",
 		meaning: "consumer group on `content.replicate` ([replicate.md](replicate.md))",
 		set:     func(c *Config, v string) error { c.ReplicateConsumerGroup = v; return nil }},
@@ -291,7 +296,7 @@ var settings = []setting{
 		forms:   "a file",
 		meaning: "JSON file of the stores `content.replicate` may write ([replicate.md, The alias file](replicate.md#the-alias-file)); none provisions nothing",
 		set:     func(c *Config, v string) error { c.ReplicationAliasesFile = v; return nil }},
-	{name: "REPLICATOR_REPLICATE_WRITE_TIMEOUT_SECONDS", def: "120",
+	{name: "REPLICATOR_REPLICATE_WRITE_TIMEOUT_SECONDS", def: secondsText(replicate.DefaultWriteTimeout),
 		forms:   formWholeSeconds,
 		meaning: "bound on one `content.replicate` write ([replicate.md, The write](replicate.md#the-write))",
 		set: func(c *Config, v string) error {
@@ -301,16 +306,16 @@ var settings = []setting{
 			return seconds(func(c *Config) *time.Duration { return &c.ReplicateWriteTimeout }, false)(c, v)
 		}},
 	{name: "REPLICATOR_CONSUMER_NAME", def: "", blank: blankDefault,
-		shownDef: "derived from the group: `" + derivedConsumerName("replicator.fetch") + "`",
+		shownDef: "derived from the group: `" + engine.ConsumerName(contentfetch.DefaultGroup) + "`",
 		forms:    "a consumer name",
 		meaning:  "this worker's name in the `content.fetch` group. Unset, it is the group with its dots as dashes and `-1` (the slot), the same on every host: a second worker in the group needs its own (`-2` upward) ([operations.md, Consumer names](operations.md#consumer-names))",
 		set:      func(c *Config, v string) error { c.ConsumerName = v; return nil }},
 	{name: "REPLICATOR_REPLICATE_CONSUMER_NAME", def: "", blank: blankDefault,
-		shownDef: "derived from the group: `" + derivedConsumerName("replicator.replicate") + "`",
+		shownDef: "derived from the group: `" + engine.ConsumerName(replicate.DefaultGroup) + "`",
 		forms:    "a consumer name",
 		meaning:  "this worker's name in the `content.replicate` group, as `REPLICATOR_CONSUMER_NAME` is in the fetch group",
 		set:      func(c *Config, v string) error { c.ReplicateConsumerName = v; return nil }},
-	{name: "REPLICATOR_CONSUMER_START_ID", def: "$",
+	{name: "REPLICATOR_CONSUMER_START_ID", def: engine.DefaultStartID,
 		forms:   "`$`, `0` or a stream id (`<milliseconds>-<sequence>`)",
 		meaning: "where the group starts when a worker process creates it (`$`: new commands only; `0`: the whole backlog). A group that vanishes later (Redis restarted empty) is recreated where the worker left off ([streams.md, Group](streams.md#group))",
 		set: func(c *Config, v string) error {
@@ -320,32 +325,32 @@ var settings = []setting{
 			c.ConsumerStartID = v
 			return nil
 		}},
-	{name: "REPLICATOR_READ_BLOCK_MS", def: "5000",
+	{name: "REPLICATOR_READ_BLOCK_MS", def: millisText(engine.DefaultReadBlock),
 		forms:   formMillis,
 		meaning: "how long one read blocks; also the longest politeness wait slept through (a longer one parks the command), and how long a command parked for want of blob storage room waits before it is asked about again",
 		set:     millis(func(c *Config) *time.Duration { return &c.ReadBlock })},
-	{name: "REPLICATOR_CLAIM_MIN_IDLE_MS", def: "60000",
+	{name: "REPLICATOR_CLAIM_MIN_IDLE_MS", def: millisText(engine.DefaultClaimMinIdle),
 		forms:   formMillis,
 		meaning: "idle time before a pending entry is reclaimed: the retry cadence of transient failures",
 		set:     millis(func(c *Config) *time.Duration { return &c.ClaimMinIdle })},
-	{name: "REPLICATOR_MAX_DELIVERY_ATTEMPTS", def: "5",
+	{name: "REPLICATOR_MAX_DELIVERY_ATTEMPTS", def: strconv.Itoa(engine.DefaultMaxDeliveryAttempts),
 		forms:   formAtLeastOne,
 		meaning: "deliveries of an unclassified failure (a bug, a store refused for good) before `handler_error` and the dead letter; transient outcomes and deliveries left pending unhandled do not count",
 		set:     atLeastOne(func(c *Config) *int { return &c.MaxDeliveryAttempts })},
-	{name: "REPLICATOR_ERROR_BACKOFF_BASE_SECONDS", def: "1",
+	{name: "REPLICATOR_ERROR_BACKOFF_BASE_SECONDS", def: secondsText(engine.DefaultBackoffBase),
 		forms:   formSeconds,
 		meaning: "first back-off after a failed cycle (Redis trouble); each further failed cycle in a row doubles it, up to `REPLICATOR_ERROR_BACKOFF_MAX_SECONDS`",
 		set:     seconds(func(c *Config) *time.Duration { return &c.ErrorBackoffBase }, false)},
-	{name: "REPLICATOR_ERROR_BACKOFF_MAX_SECONDS", def: "30",
+	{name: "REPLICATOR_ERROR_BACKOFF_MAX_SECONDS", def: secondsText(engine.DefaultBackoffMax),
 		forms:   formSeconds,
 		meaning: "longest back-off; below the base, the base is used throughout, with a warning at start-up",
 		set:     seconds(func(c *Config) *time.Duration { return &c.ErrorBackoffMax }, false)},
-	{name: "REPLICATOR_MAX_CONSECUTIVE_CYCLE_FAILURES", def: "20",
+	{name: "REPLICATOR_MAX_CONSECUTIVE_CYCLE_FAILURES", def: strconv.Itoa(engine.DefaultMaxConsecutiveFailures),
 		forms: formAtLeastOne,
 		meaning: "sets the outage limit: the worker exits 1 for its supervisor once Redis has kept failing for the back-offs between this many failed cycles in a row (" +
 			seconds2text(engine.Config{}.OutageLimit()) + " s at the defaults), however long each attempt waits; logged at start-up as `outage_limit_seconds` ([streams.md, Broker trouble](streams.md#broker-trouble))",
 		set: atLeastOne(func(c *Config) *int { return &c.MaxConsecutiveCycleFailures })},
-	{name: "REPLICATOR_DEDUPE_TTL_SECONDS", def: "86400",
+	{name: "REPLICATOR_DEDUPE_TTL_SECONDS", def: secondsText(engine.DefaultDedupeTTL),
 		forms:   formWholeSeconds,
 		meaning: "lifetime of a handled command's dedupe key, `" + contentfetch.DefaultDedupePrefix + "<command_id>` or `" + replicate.DefaultDedupePrefix + "<command_id>`",
 		set: func(c *Config, v string) error {
@@ -359,11 +364,11 @@ var settings = []setting{
 			c.DedupeTTL = time.Duration(n) * time.Second
 			return nil
 		}},
-	{name: "REPLICATOR_MAX_BLOB_BYTES", def: "67108864",
+	{name: "REPLICATOR_MAX_BLOB_BYTES", def: strconv.Itoa(fetch.DefaultMaxBodyBytes),
 		forms:   formBytes,
 		meaning: "largest body stored, counted after its content codings are removed; larger is `too_large`",
 		set:     positiveInt64(func(c *Config) *int64 { return &c.MaxBlobBytes })},
-	{name: "REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS", def: "120",
+	{name: "REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS", def: secondsText(guard.DefaultMaxTimeout),
 		forms:   formSeconds,
 		meaning: "largest `timeout_seconds` a command may ask for; larger is `invalid_request_options`",
 		set:     seconds(func(c *Config) *time.Duration { return &c.MaxFetchTimeout }, false)},
@@ -400,7 +405,7 @@ var settings = []setting{
 			}
 			return nil
 		}},
-	{name: "REPLICATOR_MIN_HOST_INTERVAL_SECONDS", def: "1.0",
+	{name: "REPLICATOR_MIN_HOST_INTERVAL_SECONDS", def: strconv.FormatFloat(policy.DefaultInterval.Seconds(), 'f', 1, 64),
 		forms:   "seconds from 0 to 3600",
 		meaning: "spacing between requests to a host without a published policy; `0` is no spacing ([politeness.md](politeness.md))",
 		set: func(c *Config, v string) error {
@@ -428,7 +433,7 @@ var settings = []setting{
 		}},
 
 	// The project's own.
-	{name: "REPLICATOR_CONCURRENCY", def: "16", own: true,
+	{name: "REPLICATOR_CONCURRENCY", def: strconv.Itoa(contentfetch.DefaultConcurrency), own: true,
 		forms:   formCount,
 		meaning: "requests in flight at once",
 		set:     positiveInt(func(c *Config) *int { return &c.Concurrency })},
@@ -507,7 +512,7 @@ var settings = []setting{
 			}
 			return nil
 		}},
-	{name: "REPLICATOR_MAX_CRAWL_DELAY_SECONDS", def: "60", own: true,
+	{name: "REPLICATOR_MAX_CRAWL_DELAY_SECONDS", def: secondsText(robots.DefaultMaxCrawlDelay), own: true,
 		forms:   "seconds from 0 to 3600; 0 ignores Crawl-delay",
 		meaning: "under `REPLICATOR_ROBOTS=obey`, the cap on a robots.txt `Crawl-delay` taken as its host's floor when larger than the floor in force; a larger value is capped and the capping logged at INFO",
 		set: func(c *Config, v string) error {
@@ -966,3 +971,10 @@ func lenientSeconds(field func(*Config) *time.Duration, def int, zeroOK bool, ce
 		return nil
 	}
 }
+
+// secondsText writes a default duration as its setting reads it: whole
+// seconds, or a decimal fraction.
+func secondsText(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
+
+// millisText writes a default duration in whole milliseconds.
+func millisText(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
