@@ -20,11 +20,11 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
-	"github.com/replicator-go/replicator/engine"
-	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/sink"
