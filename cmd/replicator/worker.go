@@ -426,6 +426,10 @@ func (c Config) engine(log *slog.Logger, reg prometheus.Registerer) engine.Confi
 	}
 }
 
+// parkAfter is the longest politeness wait a fetch sleeps through: one
+// too short to be worth a trip through the scheduler.
+const parkAfter = time.Millisecond
+
 // fetchCapability is content.fetch on fetcher and blobs, with the
 // settings that size it.
 func (c Config) fetchCapability(fetcher *fetch.Fetcher, blobs sink.Sink, log *slog.Logger) capability.Capability {
@@ -433,9 +437,10 @@ func (c Config) fetchCapability(fetcher *fetch.Fetcher, blobs sink.Sink, log *sl
 		Fetcher:    fetcher,
 		Sink:       blobs,
 		MaxTimeout: c.MaxFetchTimeout,
-		// A longer politeness wait parks the command in memory until its
-		// host is due (docs/politeness.md).
-		MaxWait: c.ReadBlock,
+		// Every politeness wait parks the command in memory until its
+		// host is due: it then holds no goroutine and no place in flight
+		// (docs/politeness.md, Spending a wait).
+		MaxWait: parkAfter,
 		Logger:  log,
 	})
 	fc := contentfetch.Capability(h)
