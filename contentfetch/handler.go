@@ -68,6 +68,10 @@ type HandlerOptions struct {
 	// due without a goroutine asleep on it. Zero means sleep through any
 	// wait.
 	MaxWait time.Duration
+	// RoomWait is how long a command the sink has no room for is parked
+	// before the sink is asked again. Zero means MaxWait, or
+	// DefaultRoomWait without one.
+	RoomWait time.Duration
 	// Logger receives one line per unusual event. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -80,6 +84,7 @@ type Handler struct {
 	sink       sink.Sink
 	maxTimeout time.Duration
 	maxWait    time.Duration
+	roomWait   time.Duration
 	log        *slog.Logger
 	clock      clock
 	// noRoom is the store's last word: true once it said it has no room,
@@ -94,6 +99,7 @@ func NewHandler(opts HandlerOptions) *Handler {
 		sink:       opts.Sink,
 		maxTimeout: opts.MaxTimeout,
 		maxWait:    opts.MaxWait,
+		roomWait:   cmp.Or(opts.RoomWait, opts.MaxWait, DefaultRoomWait),
 		log:        opts.Logger,
 		clock:      wallClock,
 	}
@@ -173,9 +179,9 @@ func (h *Handler) classify(cmd *envelope.ContentFetch, res *fetch.Result, err er
 		return park(err, parked)
 	}
 	if errors.Is(err, fetch.ErrStorageFull) {
-		// Asked again a MaxWait later: no request goes out while the
+		// Asked again a RoomWait later: no request goes out while the
 		// store has no room (docs/storage.md).
-		p := &ParkedError{Wait: cmp.Or(h.maxWait, DefaultRoomWait), Cause: err}
+		p := &ParkedError{Wait: h.roomWait, Cause: err}
 		return park(p, p)
 	}
 	return withResult(Outcome{Outcome: capability.Outcome{Fate: capability.Retry, Err: err}}, res)

@@ -327,7 +327,7 @@ var settings = []setting{
 		}},
 	{name: "REPLICATOR_READ_BLOCK_MS", def: millisText(engine.DefaultReadBlock),
 		forms:   formMillis,
-		meaning: "how long one read blocks; also the longest politeness wait slept through (a longer one parks the command), and how long a command parked for want of blob storage room waits before it is asked about again",
+		meaning: "how long one read blocks; also how long a command parked for want of blob storage room waits before it is asked about again",
 		set:     millis(func(c *Config) *time.Duration { return &c.ReadBlock })},
 	{name: "REPLICATOR_CLAIM_MIN_IDLE_MS", def: millisText(engine.DefaultClaimMinIdle),
 		forms:   formMillis,

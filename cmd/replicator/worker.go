@@ -441,7 +441,9 @@ func (c Config) fetchCapability(fetcher *fetch.Fetcher, blobs sink.Sink, log *sl
 		// host is due: it then holds no goroutine and no place in flight
 		// (docs/politeness.md, Spending a wait).
 		MaxWait: parkAfter,
-		Logger:  log,
+		// A store with no room is asked again a read's block later.
+		RoomWait: c.ReadBlock,
+		Logger:   log,
 	})
 	fc := contentfetch.Capability(h)
 	fc.Group, fc.Consumer = c.ConsumerGroup, c.ConsumerName
