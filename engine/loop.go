@@ -145,6 +145,18 @@ func (l *Loop) refreshEvery() time.Duration {
 	return max(l.o.ClaimMinIdle/3, 10*time.Millisecond)
 }
 
+// CreateGroup creates the loop's consumer group (and its stream) now, as
+// Run would first, and returns the broker's error if it refuses: a caller
+// can find a capability the broker does not grant (a Redis ACL without its
+// stream) and leave it off rather than let Run back off until the outage
+// limit. Run creates the group anyway; calling this first is optional.
+func (l *Loop) CreateGroup(ctx context.Context) error {
+	if l.running.Load() {
+		return errRunning
+	}
+	return l.ensureGroup(ctx)
+}
+
 // ensureGroup creates the consumer group (and the stream) if it is not
 // known to exist: at Config.StartID the first time, and where this loop
 // left off when the group has vanished since (docs/streams.md, Group).
