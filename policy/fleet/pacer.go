@@ -204,10 +204,8 @@ func (p *Pacer) reserve(ctx context.Context, host string, maxWait time.Duration)
 // a caching client usually without asking Redis at all. ok is false
 // when the host has state, and the script must decide.
 func (p *Pacer) reserveUnspaced(ctx context.Context, host string) (res policy.Reservation, ok bool, err error) {
-	now := time.Now()
-	bounded, release := withLazyDeadline(ctx, now.Add(p.timeout))
-	defer release()
-	ctx = bounded
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
 	// HLEN of the host's hash is 0 exactly when it has no key, as EXISTS
 	// would say, and unlike EXISTS it may be cached.
 	var n int64
@@ -219,7 +217,7 @@ func (p *Pacer) reserveUnspaced(ctx context.Context, host string) (res policy.Re
 	if err != nil || n > 0 {
 		return policy.Reservation{}, false, err
 	}
-	now = time.Now()
+	now := time.Now()
 	p.fallback.FollowAt(now, host, policy.Decision{GoesOut: now})
 	return policy.Reservation{OK: true, At: now}, true, nil
 }
