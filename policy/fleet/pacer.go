@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -116,14 +117,11 @@ var errScriptReply = errors.New("fleet: unexpected reply from the pace script")
 func NewPacer(client rueidis.Client, opts PacerOptions) *Pacer {
 	p := &Pacer{
 		client:   client,
-		prefix:   opts.KeyPrefix,
+		prefix:   cmp.Or(opts.KeyPrefix, DefaultKeyPrefix),
 		fallback: opts.Fallback,
 		log:      opts.Logger,
 		timeout:  opts.Timeout,
 		clock:    serverClock{base: time.Now()},
-	}
-	if p.prefix == "" {
-		p.prefix = DefaultKeyPrefix
 	}
 	if p.fallback == nil {
 		p.fallback = policy.NewLocal(policy.LocalOptions{})
