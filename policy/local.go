@@ -21,10 +21,11 @@ const (
 	DefaultLease = 2 * time.Minute
 )
 
-// The escalation curve, the same for every Pacer (see the package
-// documentation). It is mechanism, not policy: the numbers an operator owns
-// travel on content.fetch-policy. Callers read it to know what Refused can
-// return and how long a refusal is remembered.
+// The escalation curve every Pacer follows (see the package documentation;
+// LocalOptions.MaxEscalation may change a Local's headroom). It is
+// mechanism, not policy: the numbers an operator owns travel on
+// content.fetch-policy. Callers read it to know what Refused can return and
+// how long a refusal is remembered.
 const (
 	// EscalationFirstStep is the least the first 429/503 raises a host to,
 	// so a fast floor becomes meaningfully slower after one refusal: what
