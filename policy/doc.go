@@ -80,9 +80,12 @@
 // # Fleets
 //
 // Package policy/fleet shares spacing and escalation between workers
-// through Redis, falling back to a Local (which follows the fleet's
-// decisions and lends it its floors and lease), and reads the policy stream
-// into a Table.
+// through Redis, and reads the policy stream into a Table. Its pacer falls
+// back to a Local while Redis cannot answer; any pacer that decides
+// elsewhere can do the same: it reads the host's floor and the lease from
+// the Local ([Local.Floor], [Local.Lease]) so both pace alike, and reports
+// each decision it makes with [Local.Follow], so the Local starts from what
+// was last decided rather than from nothing.
 //
 // Time-dependent methods of Local have explicit-time twins ([Local.ReserveAt],
 // [Local.RefusedAt]) so tests and examples need no clock.

@@ -83,3 +83,29 @@ func ExampleTable() {
 	// revoke: <nil>
 	// in force: false 0
 }
+
+// A Local standing in for a pacer that decides elsewhere (policy/fleet's,
+// in Redis): it reads the host's floor from the Local so both pace alike,
+// and reports each decision with Follow, so when it must fall back the
+// Local starts from what was last decided.
+func ExampleLocal_FollowAt() {
+	fallback := policy.NewLocal(policy.LocalOptions{DefaultInterval: 2 * time.Second})
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	fmt.Println("floor:", fallback.Floor("a.example"))
+
+	// Elsewhere, a request to a.example was granted 1 s out, after a 429
+	// escalated the host to 8 s a minute ago.
+	fallback.FollowAt(start, "a.example", policy.Decision{
+		GoesOut:     start.Add(time.Second),
+		Escalation:  8 * time.Second,
+		EscalatedAt: start.Add(-time.Minute),
+	})
+
+	// The shared pacer stops answering; the Local decides as it would have.
+	r, _ := fallback.ReserveAt(start.Add(2*time.Second), "a.example", time.Minute)
+	fmt.Println("fallback: wait", r.Wait, "interval", r.Interval)
+
+	// Output:
+	// floor: 2s
+	// fallback: wait 7s interval 8s
+}

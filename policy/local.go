@@ -4,12 +4,9 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/replicator-go/replicator/policy/internal/fallback"
 )
 
-// Defaults and the escalation curve. The curve is mechanism, not policy: the
-// numbers an operator owns travel on content.fetch-policy.
+// Defaults of LocalOptions.
 const (
 	// DefaultInterval is the floor of a host with no published policy when
 	// the options leave it unset (REPLICATOR_MIN_HOST_INTERVAL_SECONDS).
@@ -17,25 +14,40 @@ const (
 	// DefaultMaxHosts is how many hosts a Local pacer tracks before it
 	// prunes; it is also the least MaxHosts may be.
 	DefaultMaxHosts = 4096
-	// EscalationFirstStep is the least the first 429/503 raises a host to,
-	// so a fast floor becomes meaningfully slower after one refusal.
-	EscalationFirstStep = 2 * time.Second
-	// EscalationHeadroom is how far above its floor escalation may take a
-	// host (headroom, not an absolute cap, so slow floors still escalate).
-	EscalationHeadroom = 60 * time.Second
-	// EscalationReset is how long after its last refusal a host drops back to
-	// its floor, in one step.
-	EscalationReset = 1800 * time.Second
 	// DefaultLease is how long a granted request may take to report its
 	// departure (Sent) before the pacer counts it as gone at the lease's
 	// end. It only matters when a process dies between the two; make it at
 	// least the longest a fetch may run before its first request leaves.
 	DefaultLease = 2 * time.Minute
-	// PendingPoll is the least wait a pacer reports while a granted request
-	// has yet to report its departure, so callers do not spin on a tiny
-	// interval. The fleet pacer hands it to its script so both agree.
-	PendingPoll = 5 * time.Millisecond
 )
+
+// The escalation curve every Pacer follows (see the package documentation;
+// LocalOptions.MaxEscalation may change a Local's headroom). It is
+// mechanism, not policy: the numbers an operator owns travel on
+// content.fetch-policy. Callers read it to know what Refused can return and
+// how long a refusal is remembered.
+const (
+	// EscalationFirstStep is the least the first 429/503 raises a host to,
+	// so a fast floor becomes meaningfully slower after one refusal: what
+	// Refused returns for a host refused once whose floor is below it.
+	EscalationFirstStep = 2 * time.Second
+	// EscalationHeadroom is how far above its floor escalation may take a
+	// host (headroom, not an absolute cap, so slow floors still escalate),
+	// and the default of LocalOptions.MaxEscalation. A caller that holds
+	// waits to its own cap compares it with this.
+	EscalationHeadroom = 60 * time.Second
+	// EscalationReset is how long after its last refusal a host drops back to
+	// its floor, in one step: when an escalation shown to an operator ends
+	// (policy/fleet's Hold.Until).
+	EscalationReset = 1800 * time.Second
+)
+
+// PendingPoll is the least Wait a Pacer's Reserve reports, unless the
+// interval in force is shorter, while the host's granted request has yet to
+// report its departure (Sent): a caller that asks again after Wait polls
+// such a host no faster than this. It is part of what Reserve promises, so
+// every Pacer reports the same waits (policy/fleet's script is given it).
+const PendingPoll = 5 * time.Millisecond
 
 // None, given to an option that documents it, turns that spacing off. Every
 // package of the module spells "none" this way; zero always means the
@@ -177,8 +189,9 @@ func (l *Local) Reserve(ctx context.Context, host string, maxWait time.Duration)
 //
 // A request granted on a spaced host holds a lease until its departure is
 // reported with Sent: until then nothing more is granted for the host (OK is
-// false and Wait is the earliest the next slot could be), because the next
-// request must be spaced from when that one really leaves.
+// false and Wait is the earliest the next slot could be, at least
+// PendingPoll unless the interval is shorter), because the next request must
+// be spaced from when that one really leaves.
 func (l *Local) ReserveAt(now time.Time, host string, maxWait time.Duration) (Reservation, error) {
 	host = HostKey(host)
 	if host == "" {
@@ -309,20 +322,34 @@ func (l *Local) Tracked() int {
 	return len(l.hosts)
 }
 
-func init() {
-	fallback.Of = func(l any) fallback.Local { return (*fleetView)(l.(*Local)) }
+// Decision is what a pacer elsewhere decided for one host, as Follow
+// takes it: policy/fleet's pacer, deciding in Redis for a fleet, reports
+// each of its decisions to the Local it falls back to.
+type Decision struct {
+	// GoesOut is when the request the decision granted goes out, on the
+	// local clock; zero when it granted none.
+	GoesOut time.Time
+	// Escalation is the escalated interval in force for the host; zero
+	// when none.
+	Escalation time.Duration
+	// EscalatedAt is when the refusal that set Escalation was reported, on
+	// the local clock; the escalation resets EscalationReset after it.
+	EscalatedAt time.Time
 }
 
-// fleetView is a Local as policy/fleet sees it through
-// policy/internal/fallback: the same pacer, with the methods only the fleet
-// needs.
-type fleetView Local
+// Follow is FollowAt at the current time.
+func (l *Local) Follow(host string, d Decision) {
+	l.FollowAt(time.Now(), host, d)
+}
 
-// Mirror implements fallback.Local: a Local serving as the fleet's
-// fallback starts from what this worker last knew, rather than from
-// nothing, when the fleet cannot decide.
-func (v *fleetView) Mirror(now time.Time, host string, d fallback.Decision) {
-	l := (*Local)(v)
+// FollowAt records, at now, a decision that a pacer sharing the host's
+// budget made elsewhere, so that if l must decide in its place, it starts
+// from what that pacer last decided rather than from nothing. The host's
+// last request moves to d.GoesOut if that is later (to now if the host had
+// none), and its escalation becomes d's, cleared when d has none: the other
+// pacer is the authority while it answers. A lease l holds is kept. An
+// empty host is ignored.
+func (l *Local) FollowAt(now time.Time, host string, d Decision) {
 	host = HostKey(host)
 	if host == "" {
 		return
@@ -330,14 +357,12 @@ func (v *fleetView) Mirror(now time.Time, host string, d fallback.Decision) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s, known := l.hosts[host]
-	if !d.GoesOut.IsZero() && d.GoesOut.After(s.last) {
-		s.last = d.GoesOut
-	}
+	s.last = later(s.last, d.GoesOut)
 	if s.last.IsZero() {
 		s.last = now
 	}
 	if d.Escalation > 0 {
-		s.esc, s.escAt = d.Escalation, now.Add(-d.EscalationAge)
+		s.esc, s.escAt = d.Escalation, d.EscalatedAt
 	} else {
 		s.esc, s.escAt = 0, time.Time{}
 	}
@@ -347,13 +372,18 @@ func (v *fleetView) Mirror(now time.Time, host string, d fallback.Decision) {
 	}
 }
 
-// Floor implements fallback.Local.
-func (v *fleetView) Floor(host string) time.Duration {
-	return (*Local)(v).floorFor(HostKey(host))
+// Floor returns the interval host is spaced at before any escalation: its
+// published floor from the Floors option, else the default interval (0
+// under None). The host is matched by its HostKey. A pacer that shares its
+// decisions with a Local (policy/fleet's) reads it so that both space a
+// host alike.
+func (l *Local) Floor(host string) time.Duration {
+	return l.floorFor(HostKey(host))
 }
 
-// Lease implements fallback.Local.
-func (v *fleetView) Lease() time.Duration { return v.lease }
+// Lease returns how long a request l grants may go without reporting its
+// departure before l counts it as gone: the Lease option, resolved.
+func (l *Local) Lease() time.Duration { return l.lease }
 
 // floorFor is the host's published floor, else the default. Read on every
 // decision rather than cached with the host's state.

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/replicator-go/replicator/policy/internal/fallback"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -216,38 +214,46 @@ func TestLocalPruning(t *testing.T) {
 	}
 }
 
-// TestLocalMirror: a decision copied in from the fleet binds the next local
-// decision as if this pacer had made it.
-func TestLocalMirror(t *testing.T) {
+// TestLocalFollow: a decision made elsewhere binds the next local decision
+// as if this pacer had made it.
+func TestLocalFollow(t *testing.T) {
 	l := NewLocal(LocalOptions{})
-	fleet := fallback.Of(l)
 	// The fleet granted a slot 300 ms out, with a 4 s escalation set 10 s ago.
-	fleet.Mirror(t0, "A.test.", fallback.Decision{GoesOut: t0.Add(300 * time.Millisecond), Escalation: 4 * time.Second, EscalationAge: 10 * time.Second})
+	l.FollowAt(t0, "A.test.", Decision{GoesOut: t0.Add(300 * time.Millisecond), Escalation: 4 * time.Second, EscalatedAt: t0.Add(-10 * time.Second)})
 	r, err := l.ReserveAt(t0.Add(time.Second), "a.test", time.Hour)
 	if err != nil || !r.OK || r.Interval != 4*time.Second || r.Wait != 3300*time.Millisecond {
-		t.Errorf("ReserveAt after Mirror = %+v, %v; want a slot 3.3 s out at 4 s", r, err)
+		t.Errorf("ReserveAt after FollowAt = %+v, %v; want a slot 3.3 s out at 4 s", r, err)
 	}
-	// The escalation's age counts toward its reset.
+	// The escalation resets EscalationReset after it was set, not after
+	// it was followed.
 	if r, _ := l.ReserveAt(t0.Add(EscalationReset-10*time.Second), "a.test", 0); r.Interval != time.Second {
-		t.Errorf("interval once the mirrored escalation's window closed = %v; want the 1 s floor", r.Interval)
+		t.Errorf("interval once the followed escalation's window closed = %v; want the 1 s floor", r.Interval)
 	}
 
-	// No escalation in the fleet clears the local one; an earlier GoesOut
-	// does not pull the last request in.
+	// No escalation in the decision clears the local one; an earlier
+	// GoesOut does not pull the last request in.
 	l.RefusedAt(t0, "b.test", 0)
-	fleet.Mirror(t0, "b.test", fallback.Decision{GoesOut: t0.Add(-time.Hour)})
+	l.FollowAt(t0, "b.test", Decision{GoesOut: t0.Add(-time.Hour)})
 	if r, _ := l.ReserveAt(t0.Add(time.Second), "b.test", 0); !r.OK || r.Interval != time.Second {
-		t.Errorf("ReserveAt after a mirrored decision without escalation = %+v; want the floor, due", r)
+		t.Errorf("ReserveAt after a followed decision without escalation = %+v; want the floor, due", r)
 	}
 	// A decision that recorded no request still marks the host as seen now.
-	fleet.Mirror(t0, "c.test", fallback.Decision{})
+	l.FollowAt(t0, "c.test", Decision{})
 	if r, _ := l.ReserveAt(t0.Add(500*time.Millisecond), "c.test", time.Hour); r.Wait != 500*time.Millisecond {
-		t.Errorf("ReserveAt after an empty mirrored decision: wait = %v; want 500ms", r.Wait)
+		t.Errorf("ReserveAt after an empty followed decision: wait = %v; want 500ms", r.Wait)
+	}
+	// A lease this Local granted is kept: its request has yet to leave.
+	if r, _ := l.ReserveAt(t0, "d.test", 0); !r.OK {
+		t.Fatalf("first ReserveAt for d.test = %+v; want a slot", r)
+	}
+	l.FollowAt(t0, "d.test", Decision{GoesOut: t0.Add(-time.Hour)})
+	if r, _ := l.ReserveAt(t0.Add(2*time.Second), "d.test", time.Hour); r.OK {
+		t.Errorf("ReserveAt while its lease is held, after FollowAt = %+v; want no slot", r)
 	}
 	before := l.Tracked()
-	fleet.Mirror(t0, "", fallback.Decision{GoesOut: t0})
+	l.FollowAt(t0, "", Decision{GoesOut: t0})
 	if l.Tracked() != before {
-		t.Error("Mirror tracked an empty host")
+		t.Error("FollowAt tracked an empty host")
 	}
 }
 
@@ -257,21 +263,21 @@ func TestLocalFloorAndLease(t *testing.T) {
 	mustApply(t, tab, published("fast.test", 0, 0))
 	l := NewLocal(LocalOptions{DefaultInterval: 2 * time.Second, Floors: tab})
 	for host, want := range map[string]time.Duration{"bücher.test": 30 * time.Second, "FAST.test.": 0, "other.test": 2 * time.Second} {
-		if got := fallback.Of(l).Floor(host); got != want {
+		if got := l.Floor(host); got != want {
 			t.Errorf("Floor(%q) = %v; want %v", host, got, want)
 		}
 	}
 	l.RefusedAt(t0, "other.test", 0)
-	if got := fallback.Of(l).Floor("other.test"); got != 2*time.Second {
+	if got := l.Floor("other.test"); got != 2*time.Second {
 		t.Errorf("Floor of an escalated host = %v; want the floor alone", got)
 	}
-	if got := fallback.Of(NewLocal(LocalOptions{DefaultInterval: None})).Floor("a.test"); got != 0 {
+	if got := NewLocal(LocalOptions{DefaultInterval: None}).Floor("a.test"); got != 0 {
 		t.Errorf("Floor under None = %v; want 0", got)
 	}
-	if got := fallback.Of(l).Lease(); got != DefaultLease {
+	if got := l.Lease(); got != DefaultLease {
 		t.Errorf("Lease() = %v; want DefaultLease", got)
 	}
-	if got := fallback.Of(NewLocal(LocalOptions{Lease: time.Minute})).Lease(); got != time.Minute {
+	if got := NewLocal(LocalOptions{Lease: time.Minute}).Lease(); got != time.Minute {
 		t.Errorf("Lease() = %v; want the option's 1m", got)
 	}
 }

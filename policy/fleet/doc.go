@@ -29,11 +29,11 @@
 // escalates it, so while it has none one lookup decides instead of the
 // script; with a client that caches (rueidis's server-assisted client-side
 // caching, which Redis invalidates when any worker writes the key) that
-// lookup is usually answered without a round trip. Keys expire once their spacing and escalation have lapsed
-// (plus a minute's grace), so idle hosts vanish. If Redis fails, decisions
-// fall back to a [policy.Local] pacer that has been following the fleet's
-// decisions, logged once on the way down (WARN) and
-// once on the way back (INFO): degraded pacing, never no pacing. The same
-// Local supplies each host's floor and the lease, so the fleet and its
-// fallback always pace alike.
+// lookup is usually answered without a round trip. Keys expire once their
+// spacing and escalation have lapsed (plus a minute's grace), so idle hosts
+// vanish. If Redis fails, decisions fall back to a [policy.Local] pacer that
+// has been following the fleet's decisions ([policy.Local.Follow]), logged
+// once on the way down (WARN) and once on the way back (INFO): degraded
+// pacing, never no pacing. The same Local supplies each host's floor and the
+// lease, so the fleet and its fallback always pace alike.
 package fleet

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -39,9 +40,7 @@ const scanCount = 1000
 // *redisacl.Denied (the HMGET grant names every pacing key); the holds
 // read before it are returned with it.
 func Holds(ctx context.Context, client rueidis.Client, prefix string) ([]Hold, error) {
-	if prefix == "" {
-		prefix = DefaultKeyPrefix
-	}
+	prefix = cmp.Or(prefix, DefaultKeyPrefix)
 	seen := map[string]bool{}
 	var out []Hold
 	for _, node := range client.Nodes() {

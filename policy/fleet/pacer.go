@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -13,7 +14,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/policy"
-	"github.com/replicator-go/replicator/policy/internal/fallback"
 )
 
 // DefaultKeyPrefix is where the fleet pacer keeps its per-host keys.
@@ -44,11 +44,12 @@ const (
 // means the defaults documented on each field.
 type PacerOptions struct {
 	// Fallback decides while Redis cannot. The pacer also reads each
-	// host's floor and the lease it grants from it, so the two always pace
-	// alike, and keeps it up to date with the fleet's decisions, so a
-	// degradation starts from what this worker last knew. Give it the
-	// Floors of a *policy.Table fed by a Reader; every worker should read
-	// the same policy stream so they agree on floors. Nil means
+	// host's floor and the lease it grants from it (Local.Floor,
+	// Local.Lease), so the two always pace alike, and tells it every
+	// decision the fleet makes (Local.Follow), so a degradation starts from
+	// what this worker last knew. Give it the Floors of a *policy.Table fed
+	// by a Reader; every worker should read the same policy stream so they
+	// agree on floors. Nil means
 	// policy.NewLocal(policy.LocalOptions{}): the default interval for every
 	// host.
 	Fallback *policy.Local
@@ -81,8 +82,7 @@ var _ policy.Pacer = (*Pacer)(nil)
 type Pacer struct {
 	client   rueidis.Client
 	prefix   string
-	fallback *policy.Local
-	local    fallback.Local // the fallback as the fleet follows it: floors, lease, mirrored decisions
+	fallback *policy.Local // also the source of floors and the lease, and told every decision
 	log      *slog.Logger
 	timeout  time.Duration
 	lease    string // microseconds, as the script takes it
@@ -117,14 +117,11 @@ var errScriptReply = errors.New("fleet: unexpected reply from the pace script")
 func NewPacer(client rueidis.Client, opts PacerOptions) *Pacer {
 	p := &Pacer{
 		client:   client,
-		prefix:   opts.KeyPrefix,
+		prefix:   cmp.Or(opts.KeyPrefix, DefaultKeyPrefix),
 		fallback: opts.Fallback,
 		log:      opts.Logger,
 		timeout:  opts.Timeout,
 		clock:    serverClock{base: time.Now()},
-	}
-	if p.prefix == "" {
-		p.prefix = DefaultKeyPrefix
 	}
 	if p.fallback == nil {
 		p.fallback = policy.NewLocal(policy.LocalOptions{})
@@ -135,8 +132,7 @@ func NewPacer(client rueidis.Client, opts PacerOptions) *Pacer {
 	if p.timeout <= 0 {
 		p.timeout = defaultRedisTimeout
 	}
-	p.local = fallback.Of(p.fallback)
-	p.lease = micros(p.local.Lease())
+	p.lease = micros(p.fallback.Lease())
 	return p
 }
 
@@ -179,7 +175,7 @@ func (p *Pacer) Reserve(ctx context.Context, host string, maxWait time.Duration)
 // fleet state one key lookup decides (the script would grant at once and write
 // nothing), otherwise the script.
 func (p *Pacer) reserve(ctx context.Context, host string, maxWait time.Duration) (policy.Reservation, error) {
-	floor := p.local.Floor(host)
+	floor := p.fallback.Floor(host)
 	if floor <= 0 {
 		if res, ok, err := p.reserveUnspaced(ctx, host); ok || err != nil {
 			return res, err
@@ -191,11 +187,11 @@ func (p *Pacer) reserve(ctx context.Context, host string, maxWait time.Duration)
 	}
 	now := time.Now()
 	res := policy.Reservation{OK: v.ok, Wait: max(0, v.slot.Sub(now)), Interval: v.interval, At: v.slot}
-	d := fallback.Decision{Escalation: v.esc, EscalationAge: v.escAge}
+	d := policy.Decision{Escalation: v.esc, EscalatedAt: now.Add(-v.escAge)}
 	if res.OK {
 		d.GoesOut = v.slot
 	}
-	p.local.Mirror(now, host, d)
+	p.fallback.FollowAt(now, host, d)
 	return res, nil
 }
 
@@ -206,10 +202,8 @@ func (p *Pacer) reserve(ctx context.Context, host string, maxWait time.Duration)
 // a caching client usually without asking Redis at all. ok is false
 // when the host has state, and the script must decide.
 func (p *Pacer) reserveUnspaced(ctx context.Context, host string) (res policy.Reservation, ok bool, err error) {
-	now := time.Now()
-	bounded, release := withLazyDeadline(ctx, now.Add(p.timeout))
-	defer release()
-	ctx = bounded
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
 	// HLEN of the host's hash is 0 exactly when it has no key, as EXISTS
 	// would say, and unlike EXISTS it may be cached.
 	var n int64
@@ -221,8 +215,8 @@ func (p *Pacer) reserveUnspaced(ctx context.Context, host string) (res policy.Re
 	if err != nil || n > 0 {
 		return policy.Reservation{}, false, err
 	}
-	now = time.Now()
-	p.local.Mirror(now, host, fallback.Decision{GoesOut: now})
+	now := time.Now()
+	p.fallback.FollowAt(now, host, policy.Decision{GoesOut: now})
 	return policy.Reservation{OK: true, At: now}, true, nil
 }
 
@@ -237,7 +231,7 @@ func (p *Pacer) Refused(ctx context.Context, host string, retryAfter time.Durati
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	v, err := p.exec(ctx, host, "refuse", p.local.Floor(host), max(retryAfter, 0))
+	v, err := p.exec(ctx, host, "refuse", p.fallback.Floor(host), max(retryAfter, 0))
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
@@ -246,7 +240,8 @@ func (p *Pacer) Refused(ctx context.Context, host string, retryAfter time.Durati
 		return p.fallback.Refused(ctx, host, retryAfter)
 	}
 	p.recover()
-	p.local.Mirror(time.Now(), host, fallback.Decision{Escalation: v.esc, EscalationAge: v.escAge})
+	now := time.Now()
+	p.fallback.FollowAt(now, host, policy.Decision{Escalation: v.esc, EscalatedAt: now.Add(-v.escAge)})
 	return v.interval, nil
 }
 
@@ -261,7 +256,7 @@ func (p *Pacer) Sent(ctx context.Context, host string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := p.exec(ctx, host, "sent", p.local.Floor(host), 0); err != nil {
+	if _, err := p.exec(ctx, host, "sent", p.fallback.Floor(host), 0); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -84,9 +85,7 @@ type Reader struct {
 
 // NewReader returns a Reader that applies client's policy stream to table.
 func NewReader(client rueidis.Client, table *policy.Table, opts ReaderOptions) *Reader {
-	if opts.Stream == "" {
-		opts.Stream = DefaultPolicyStream
-	}
+	opts.Stream = cmp.Or(opts.Stream, DefaultPolicyStream)
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = DefaultBatchSize
 	}
