@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,12 +16,12 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
-	"github.com/replicator-go/replicator/loop"
 )
 
 // The table of fates (docs/streams.md, Fates): each case runs a Loop on
 // commands whose handlings end as it says, and names the broker calls the
-// loop makes, in order, and what the broker holds afterwards. TestFates
+// loop makes, in order, what the broker holds afterwards, and the commands
+// handled and given their one "handled command" line. TestFates
 // runs it on the fake broker; TestRedisFates runs the same table on a
 // redis-server, but for the cases only the fake can stage.
 
@@ -51,8 +50,9 @@ type fateCase struct {
 	// seen are command_ids whose dedupe keys exist (set to 0-0) before the
 	// loop starts.
 	seen []string
-	opts func(*Options)
-	// limit bounds the handlings at once (default 16).
+	opts func(*options)
+	// limit bounds the handlings at once, Capability.Concurrency (default
+	// 16).
 	limit int
 	// stop: Run is cancelled while the first command is in the handler,
 	// which is let go once the loop is stopping.
@@ -65,9 +65,11 @@ type fateCase struct {
 	// trustOwnFor is the Loop's (zero: every fate checks ownership).
 	trustOwnFor time.Duration
 
-	calls             []string
-	state             fateState
-	handled, observed []string // command_ids, sorted
+	calls []string
+	state fateState
+	// handled are the command_ids of the handlings, observed those of the
+	// "handled command" lines, sorted.
+	handled, observed []string
 	logs              []string // each in the log
 }
 
@@ -159,7 +161,7 @@ var fateCases = []fateCase{
 	{
 		name:    "unclassified at the delivery ceiling",
 		entries: []testEntry{{id: "1-1", key: "a", plan: planUnclassified, pending: 4}},
-		opts:    func(o *Options) { o.MaxDeliveryAttempts = 1 },
+		opts:    func(o *options) { o.MaxDeliveryAttempts = 1 },
 		calls: []string{"autoclaim 1-1", "seen a → no", "own 1-1 → owned",
 			"publish a:handler_error", "deadLetter 1-1 handler_error", "ack 1-1"},
 		state:   fateState{Facts: []string{"a:handler_error"}, DLQ: []string{"1-1 handler_error"}},
@@ -168,7 +170,7 @@ var fateCases = []fateCase{
 	{
 		name:    "handler panic at the delivery ceiling",
 		entries: []testEntry{{id: "1-1", key: "a", plan: planPanic}},
-		opts:    func(o *Options) { o.MaxDeliveryAttempts = 1 },
+		opts:    func(o *options) { o.MaxDeliveryAttempts = 1 },
 		calls: []string{"read 1-1", "seen a → no", "own 1-1 → owned",
 			"publish a:handler_error", "deadLetter 1-1 handler_error", "ack 1-1"},
 		state:   fateState{Facts: []string{"a:handler_error"}, DLQ: []string{"1-1 handler_error"}},
@@ -237,7 +239,7 @@ var fateCases = []fateCase{
 			Dedupe: []string{"b=0-0", "c=1-3"}},
 		handled: []string{"c"}, observed: []string{"c"},
 	},
-	// task back by the loop or its Scheduler.
+	// Held back by the loop or its scheduler.
 	{
 		name: "deferred: the same command_id is already held",
 		entries: []testEntry{
@@ -312,7 +314,10 @@ var fateCases = []fateCase{
 			{id: "1-2", key: "b", plan: planStored},
 		},
 		limit: 1,
-		stop:  true,
+		// Room to read on while 1-2 waits (the default is two per
+		// handling): each handling waits for the next read to begin.
+		opts: func(o *options) { o.MaxHeld = 3 },
+		stop: true,
 		calls: []string{"read 1-1 1-2", "seen a b → no no", "own 1-1 → owned", "publishAll a:stored",
 			"rememberAll a=1-1", "ack 1-1"},
 		state:   fateState{Facts: []string{"a:stored"}, Dedupe: []string{"a=1-1"}, Pending: []string{"1-2 c 1"}},
@@ -322,7 +327,7 @@ var fateCases = []fateCase{
 	{
 		name:    "drain timeout: the handling is cancelled and stays pending",
 		entries: []testEntry{{id: "1-1", key: "a", plan: planWait}},
-		opts:    func(o *Options) { o.DrainTimeout = time.Millisecond },
+		opts:    func(o *options) { o.DrainTimeout = time.Millisecond },
 		stop:    true,
 		calls:   []string{"read 1-1", "seen a → no"},
 		state:   fateState{Pending: []string{"1-1 c 1"}},
@@ -330,7 +335,7 @@ var fateCases = []fateCase{
 		logs: []string{"handlings outlived the drain timeout"},
 	},
 	{
-		name:    "drain: a handling the Scheduler would park is not requeued",
+		name:    "drain: a handling that parks is not requeued",
 		entries: []testEntry{{id: "1-1", key: "a", plan: planPark + "," + planStored}},
 		stop:    true,
 		calls:   []string{"read 1-1", "seen a → no"},
@@ -413,7 +418,7 @@ var fateCases = []fateCase{
 	{
 		name:     "unclassified at the ceiling, the dead letter not written",
 		entries:  []testEntry{{id: "1-1", key: "a", plan: planUnclassified}},
-		opts:     func(o *Options) { o.MaxDeliveryAttempts = 1 },
+		opts:     func(o *options) { o.MaxDeliveryAttempts = 1 },
 		failOnce: []string{"deadLetter"},
 		fakeOnly: "it injects a failure",
 		calls: []string{"read 1-1", "seen a → no", "own 1-1 → owned", "publish a:handler_error",
@@ -428,7 +433,7 @@ var fateCases = []fateCase{
 // stream "cmds" (group "g", consumer "c"), "facts", "dlq" and "k:".
 type fateEnv interface {
 	// broker is the broker under test for l.
-	broker(l *Loop[tcmd, tcmd]) broker
+	broker(l *Loop) broker
 	// client is the Redis client the Loop is built on, if any.
 	client() rueidis.Client
 	add(e testEntry)
@@ -447,13 +452,6 @@ var fateT0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // parkFor is how long a parked command waits, on the loop's clock.
 const parkFor = time.Millisecond
-
-func fateOptions(logs *testenv.LogBuffer) Options {
-	return Options{
-		Config: loop.Config{Consumer: "c", Logger: slog.New(slog.NewJSONHandler(logs, nil))},
-		Stream: "cmds", Group: "g", FactsStream: "facts", DLQStream: "dlq", DedupePrefix: "k:",
-	}
-}
 
 // TestFates runs the table of fates on the fake broker: no redis-server
 // needed.
@@ -512,12 +510,13 @@ func runFateCase(t *testing.T, tc fateCase, env fateEnv, clk *fakeClock) {
 	}
 
 	logs := &testenv.LogBuffer{}
-	o := fateOptions(logs)
+	c := &testCap{}
+	o := testOptions(c, logs)
+	o.Concurrency = cmp.Or(tc.limit, 16)
 	if tc.opts != nil {
 		tc.opts(&o)
 	}
-	c := &testCap{}
-	l := New(env.client(), c, newParkSched(cmp.Or(tc.limit, 16), parkFor), o)
+	l := newLoop(env.client(), o)
 	rec := newRecorder(env.broker(l))
 	l.b, l.clock = rec, clock{now: clk.now, sleep: clk.sleep}
 	// Check ownership at every fate, as after a long hold, unless the case
@@ -609,12 +608,11 @@ func runFateCase(t *testing.T, tc fateCase, env fateEnv, clk *fakeClock) {
 	if diff := gocmp.Diff(tc.state, env.state(), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("broker state (-want +got):\n%s", diff)
 	}
-	handled, observed := c.counts()
-	if diff := gocmp.Diff(tc.handled, handled, cmpopts.EquateEmpty()); diff != "" {
+	if diff := gocmp.Diff(tc.handled, c.handledIDs(), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("handled (-want +got):\n%s", diff)
 	}
-	if diff := gocmp.Diff(tc.observed, observed, cmpopts.EquateEmpty()); diff != "" {
-		t.Errorf("observed (-want +got):\n%s", diff)
+	if diff := gocmp.Diff(tc.observed, observedIn(logs.String()), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("\"handled command\" lines (-want +got):\n%s", diff)
 	}
 	for _, want := range tc.logs {
 		if !strings.Contains(logs.String(), want) {
@@ -626,8 +624,8 @@ func runFateCase(t *testing.T, tc fateCase, env fateEnv, clk *fakeClock) {
 // fakeEnv stages cases on a fakeBroker.
 type fakeEnv struct{ fb *fakeBroker }
 
-func (e *fakeEnv) broker(*Loop[tcmd, tcmd]) broker { return e.fb }
-func (e *fakeEnv) client() rueidis.Client          { return nil }
+func (e *fakeEnv) broker(*Loop) broker    { return e.fb }
+func (e *fakeEnv) client() rueidis.Client { return nil }
 func (e *fakeEnv) add(x testEntry) {
 	e.fb.add(x.id, x.bare, field{Name: "key", Value: x.key}, field{Name: "payload", Value: x.plan})
 }
@@ -661,8 +659,8 @@ func (e *redisEnv) do(args ...string) rueidis.RedisResult {
 	return res
 }
 
-func (e *redisEnv) broker(l *Loop[tcmd, tcmd]) broker { return l.b }
-func (e *redisEnv) client() rueidis.Client            { return e.c }
+func (e *redisEnv) broker(l *Loop) broker  { return l.b }
+func (e *redisEnv) client() rueidis.Client { return e.c }
 func (e *redisEnv) add(x testEntry) {
 	if x.bare {
 		e.t.Fatalf("entry %s: Redis cannot deliver an entry without its fields", x.id)
@@ -688,7 +686,7 @@ func (e *redisEnv) state() fateState {
 	for _, f := range facts {
 		fields := map[string]string{}
 		for _, fv := range f.FieldValues {
-			fields[fv.field] = fv.Value
+			fields[fv.Field] = fv.Value
 		}
 		m, err := envelope.FromWire(fields)
 		if err != nil {
@@ -701,7 +699,7 @@ func (e *redisEnv) state() fateState {
 	for _, d := range letters {
 		fields := map[string]string{}
 		for _, fv := range d.FieldValues {
-			fields[fv.field] = fv.Value
+			fields[fv.Field] = fv.Value
 		}
 		s.DLQ = append(s.DLQ, fields[envelope.FieldDLQOriginalID]+" "+fields[envelope.FieldDLQReason])
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
-	"github.com/replicator-go/replicator/loop"
 )
 
 // Faults against a real Redis: a group that vanishes, a delivery taken by
@@ -33,16 +31,16 @@ type lenv struct {
 	redis  *testenv.Redis
 	client rueidis.Client
 	logs   *testenv.LogBuffer
-	o      Options
+	o      options
 }
 
 func newLEnv(t *testing.T) *lenv {
 	t.Helper()
 	r := testenv.StartRedis(t)
-	return &lenv{t: t, redis: r, client: dial(t, r.Addr), logs: &testenv.LogBuffer{}, o: Options{
-		Config: loop.Config{Consumer: "c", ReadBlock: 100 * time.Millisecond},
-		Stream: "cmds", Group: "g", FactsStream: "facts", DLQStream: "dlq", DedupePrefix: "k:",
-	}}
+	e := &lenv{t: t, redis: r, client: dial(t, r.Addr), logs: &testenv.LogBuffer{}}
+	e.o = testOptions(nil, e.logs)
+	e.o.ReadBlock, e.o.Concurrency = 100*time.Millisecond, 16
+	return e
 }
 
 func dial(t *testing.T, addr string) rueidis.Client {
@@ -57,18 +55,18 @@ func dial(t *testing.T, addr string) rueidis.Client {
 
 // running is a Loop whose Run is under way.
 type running struct {
-	loop *Loop[tcmd, tcmd]
+	loop *Loop
 	stop context.CancelFunc
 	done chan error
 }
 
 // start builds a loop on client and runs it until the test ends; adjust,
 // when set, changes it before it runs.
-func (e *lenv) start(client rueidis.Client, c *testCap, adjust func(*Loop[tcmd, tcmd])) *running {
+func (e *lenv) start(client rueidis.Client, c *testCap, adjust func(*Loop)) *running {
 	e.t.Helper()
 	o := e.o
-	o.Logger = slog.New(slog.NewJSONHandler(e.logs, nil))
-	l := New(client, c, NewFIFO[tcmd, tcmd](16), o)
+	o.Handler = c
+	l := newLoop(client, o)
 	if adjust != nil {
 		adjust(l)
 	}
@@ -115,7 +113,7 @@ func (e *lenv) facts() []string {
 	for _, x := range got {
 		fields := map[string]string{}
 		for _, f := range x.FieldValues {
-			fields[f.field] = f.Value
+			fields[f.Field] = f.Value
 		}
 		m, err := envelope.FromWire(fields)
 		if err != nil {
@@ -204,7 +202,7 @@ func TestLoopRecreatesVanishedGroupWhereItLeftOff(t *testing.T) {
 			e := newLEnv(t)
 			g := newGate()
 			// The group is created at "$", as on a first deployment.
-			e.start(e.client, &testCap{}, func(l *Loop[tcmd, tcmd]) { l.clock.sleep = g.sleep })
+			e.start(e.client, &testCap{}, func(l *Loop) { l.clock.sleep = g.sleep })
 			var want []string
 			for i := range tt.before {
 				want = append(want, fmt.Sprintf("before-%d", i))
@@ -280,7 +278,7 @@ func TestLoopWritesNoFateForADeliveryTakenElsewhere(t *testing.T) {
 			run := e.start(e.client, &testCap{hold: func(c tcmd) {
 				entered <- c.id
 				<-release
-			}}, func(l *Loop[tcmd, tcmd]) { l.trustOwnFor = 0 })
+			}}, func(l *Loop) { l.trustOwnFor = 0 })
 			for i := range 20 {
 				id := fmt.Sprintf("%s-%d", fate, i)
 				entry := e.add(id, fate)
@@ -359,9 +357,12 @@ func startSilentProxy(t *testing.T, target string) *silentProxy {
 		t.Fatal(err)
 	}
 	p := &silentProxy{ln: ln, target: target}
+	// The accept loop is in the group too: a connection accepted as the
+	// listener closes is then added while the count is above zero, never
+	// alongside Wait.
 	var conns sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); conns.Wait() })
-	go func() {
+	conns.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -369,7 +370,7 @@ func startSilentProxy(t *testing.T, target string) *silentProxy {
 			}
 			conns.Go(func() { p.serve(c) })
 		}
-	}()
+	})
 	return p
 }
 
@@ -417,7 +418,7 @@ func (p *silentProxy) serve(c net.Conn) {
 
 // silentOptions make a short outage limit: the back-offs of 5 failed
 // cycles, 250 + 500 + 1000 + 1000 ms.
-func silentOptions(o Options) Options {
+func silentOptions(o Config) Config {
 	o.BackoffBase, o.BackoffMax, o.MaxConsecutiveFailures = 250*time.Millisecond, time.Second, 5
 	return o
 }
@@ -427,19 +428,18 @@ const silentLimit = 2750 * time.Millisecond
 func TestLoopOutageLimit(t *testing.T) {
 	tests := []struct {
 		name string
-		o    Options
+		c    Config
 		want time.Duration
 	}{
 		{name: "defaults", want: 451 * time.Second},
-		{name: "short", o: silentOptions(Options{}), want: silentLimit},
-		{name: "one failure", o: Options{Config: loop.Config{MaxConsecutiveFailures: 1}}, want: 0},
-		{name: "base at the max", o: Options{Config: loop.Config{BackoffBase: 2 * time.Second, BackoffMax: 2 * time.Second, MaxConsecutiveFailures: 15}}, want: 28 * time.Second},
-		{name: "saturates", o: Options{Config: loop.Config{BackoffMax: 1 << 62, MaxConsecutiveFailures: 1 << 40}}, want: 1<<63 - 1},
+		{name: "short", c: silentOptions(Config{}), want: silentLimit},
+		{name: "one failure", c: Config{MaxConsecutiveFailures: 1}, want: 0},
+		{name: "base at the max", c: Config{BackoffBase: 2 * time.Second, BackoffMax: 2 * time.Second, MaxConsecutiveFailures: 15}, want: 28 * time.Second},
+		{name: "saturates", c: Config{BackoffMax: 1 << 62, MaxConsecutiveFailures: 1 << 40}, want: 1<<63 - 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.o.Consumer = "c"
-			if got := tt.o.OutageLimit(); got != tt.want {
+			if got := tt.c.OutageLimit(); got != tt.want {
 				t.Errorf("OutageLimit() = %v, want %v", got, tt.want)
 			}
 		})
@@ -451,7 +451,7 @@ func TestLoopOutageLimit(t *testing.T) {
 // limit ± 20 %, naming the stream and the operation.
 func TestLoopGivesUpOnSilentRedis(t *testing.T) {
 	e := newLEnv(t)
-	e.o = silentOptions(e.o)
+	e.o.Config = silentOptions(e.o.Config)
 	proxy := startSilentProxy(t, e.redis.Addr)
 	run := e.start(dial(t, proxy.Addr()), &testCap{}, nil)
 	time.Sleep(300 * time.Millisecond) // a few idle reads
@@ -496,7 +496,7 @@ func TestLoopGivesUpOnSilentRedis(t *testing.T) {
 // supervisor sees.
 func TestLoopsGiveUpNamingTheFirstFailure(t *testing.T) {
 	e := newLEnv(t)
-	e.o = silentOptions(e.o)
+	e.o.Config = silentOptions(e.o.Config)
 	proxy := startSilentProxy(t, e.redis.Addr)
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{proxy.Addr()}, DisableCache: true,
 		ConnWriteTimeout: 300 * time.Millisecond})
@@ -572,9 +572,9 @@ func TestLoopGivesUpAfterTheOutageLimitWhateverTheTimeouts(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	clk := &fakeClock{t: t0}
 	logs := &testenv.LogBuffer{}
-	o := Options{Config: loop.Config{Consumer: "c", Logger: slog.New(slog.NewJSONHandler(logs, nil))},
-		Stream: "s", Group: "g", FactsStream: "f", DLQStream: "d", DedupePrefix: "k:"}
-	l := New[tcmd, tcmd](nil, &testCap{}, NewFIFO[tcmd, tcmd](1), o)
+	o := testOptions(&testCap{}, logs)
+	o.Concurrency = 1
+	l := newLoop(nil, o)
 	// Each read waits out a 7 s timeout on the loop's clock and fails, as
 	// on a silent network; a shorter deadline on its context cuts the wait
 	// short.
@@ -594,7 +594,7 @@ func TestLoopGivesUpAfterTheOutageLimitWhateverTheTimeouts(t *testing.T) {
 	if !errors.Is(err, ErrBrokerUnavailable) {
 		t.Fatalf("Run = %v, want ErrBrokerUnavailable", err)
 	}
-	want := t0.Add(loop.DefaultReadBlock + 451*time.Second)
+	want := t0.Add(DefaultReadBlock + 451*time.Second)
 	if got := clk.now(); got.Before(want) || got.After(want.Add(time.Millisecond)) {
 		t.Errorf("gave up at start + %v, want start + %v", got.Sub(t0), want.Sub(t0))
 	}
@@ -604,11 +604,11 @@ func TestLoopGivesUpAfterTheOutageLimitWhateverTheTimeouts(t *testing.T) {
 			reads++
 		}
 	}
-	if n := reads; n >= loop.DefaultMaxConsecutiveFailures {
-		t.Errorf("%d reads; the timeouts should have left room for fewer than %d", n, loop.DefaultMaxConsecutiveFailures)
+	if n := reads; n >= DefaultMaxConsecutiveFailures {
+		t.Errorf("%d reads; the timeouts should have left room for fewer than %d", n, DefaultMaxConsecutiveFailures)
 	}
 	line := lastLine(logs.String(), "giving up")
-	for _, want := range []string{`"stream":"s"`, `"op":"read"`, `"outage_seconds":451`, `"outage_limit_seconds":451`} {
+	for _, want := range []string{`"stream":"cmds"`, `"op":"read"`, `"outage_seconds":451`, `"outage_limit_seconds":451`} {
 		if !strings.Contains(line, want) {
 			t.Errorf("giving-up line %s lacks %s", line, want)
 		}

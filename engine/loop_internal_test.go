@@ -2,39 +2,33 @@ package engine
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
-	"github.com/replicator-go/replicator/loop"
 )
 
-// nopCap is a capability whose every frame is a command; the tests below
+// nopCap is a Handler whose every frame is a command; the tests below
 // never handle one.
 type nopCap struct{}
 
-func (nopCap) Decode(fields map[string]string) Decoded[string] {
-	return Decoded[string]{Command: fields["payload"], CommandID: fields["key"]}
+func (nopCap) Decode(fields map[string]string) (*capability.Command, error) {
+	return &capability.Command{ID: fields["key"], Value: fields["payload"]}, nil
 }
-func (nopCap) Handle(context.Context, string) string                      { return "" }
-func (nopCap) Fate(string) Fate                                           { return Fate{Kind: Retry} }
-func (nopCap) HandlerError(string, int, string, time.Time) envelope.Model { return nil }
-func (nopCap) Observe(*task[string], string)                              {}
 
-func testOptions() Options {
-	return Options{
-		Config: loop.Config{Consumer: "c", Logger: slog.New(slog.DiscardHandler)},
-		Stream: "s", Group: "g", FactsStream: "f", DLQStream: "d", DedupePrefix: "k:",
-	}
+func (nopCap) Handle(context.Context, *capability.Command) capability.Outcome {
+	return capability.Outcome{Fate: capability.Retry}
 }
+
+func (nopCap) Failed(*capability.Command, string, string, int, time.Time) envelope.Model { return nil }
 
 func TestLoopBackoff(t *testing.T) {
-	l := New[string, string](nil, nopCap{}, nil, testOptions())
+	l := newLoop(nil, testOptions(nopCap{}, nil))
 	tests := []struct {
 		failures int
 		want     time.Duration
@@ -55,9 +49,9 @@ func TestLoopBackoff(t *testing.T) {
 
 func TestLoopHealthyAt(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	o := testOptions()
+	o := testOptions(nopCap{}, nil)
 	o.ReadBlock, o.ClaimMinIdle = time.Second, 2*time.Second
-	l := New[string, string](nil, nopCap{}, nil, o)
+	l := newLoop(nil, o)
 	l.clock.now = func() time.Time { return t0 }
 	if l.HealthyAt(t0) {
 		t.Error("healthy before the group exists")
@@ -97,9 +91,9 @@ func TestLoopDeadLettersEntriesWithoutFields(t *testing.T) {
 	}
 	defer client.Close()
 	ctx := context.Background()
-	o := testOptions()
+	o := testOptions(nopCap{}, nil)
 	o.StartID = "0"
-	l := New[string, string](client, nopCap{}, nil, o)
+	l := newLoop(client, o)
 	if err := l.ensureGroup(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -124,16 +118,16 @@ func TestLoopDeadLettersEntriesWithoutFields(t *testing.T) {
 	}
 	want := [][]rueidis.XRangeFieldValue{
 		{
-			{field: "payload", Value: "{"},
-			{field: envelope.FieldDLQReason, Value: envelope.DLQMalformedFrame},
-			{field: envelope.FieldDLQOriginalID, Value: id},
+			{Field: "payload", Value: "{"},
+			{Field: envelope.FieldDLQReason, Value: envelope.DLQMalformedFrame},
+			{Field: envelope.FieldDLQOriginalID, Value: id},
 		},
 		{
-			{field: "error", Value: "entry delivered without fields and no longer in the stream"},
-			{field: "original_message_id", Value: "1-1"},
-			{field: "original_topic", Value: o.Stream},
-			{field: envelope.FieldDLQReason, Value: envelope.DLQMalformedFrame},
-			{field: envelope.FieldDLQOriginalID, Value: "1-1"},
+			{Field: "error", Value: "entry delivered without fields and no longer in the stream"},
+			{Field: "original_message_id", Value: "1-1"},
+			{Field: "original_topic", Value: o.Stream},
+			{Field: envelope.FieldDLQReason, Value: envelope.DLQMalformedFrame},
+			{Field: envelope.FieldDLQOriginalID, Value: "1-1"},
 		},
 	}
 	if diff := cmp.Diff(want, fields); diff != "" {

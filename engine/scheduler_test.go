@@ -2,16 +2,14 @@ package engine
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/replicator-go/replicator/contentfetch"
-	"github.com/replicator-go/replicator/envelope"
-	"github.com/replicator-go/replicator/fetch"
-	"github.com/replicator-go/replicator/internal/consume"
+	"github.com/replicator-go/replicator/engine/capability"
 )
 
 // The scheduler is pure: these tests drive it with explicit times and
@@ -20,27 +18,41 @@ import (
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // sim drives a scheduler as the loop does: it admits commands, starts what
-// the scheduler lets start, and returns commands from the "Handler".
+// the scheduler lets start, and returns commands from the "Handler". The
+// keys of the tests below are hosts, as content.fetch's are.
 type sim struct {
 	t      *testing.T
 	s      *scheduler
-	byID   map[string]*held
+	byID   map[string]*task
 	held   int // admitted and not yet done
 	max    int // the loop's MaxHeld
-	parked []string
+	active int // started and not yet done, all keys
+	// most is the most commands active at once so far.
+	most int
 }
 
+// newSim is a scheduler of hosts with no bound on the handlings at once
+// but each host's.
 func newSim(t *testing.T, maxHeld, perHost, activePerHost int) *sim {
-	x := &sim{t: t, byID: map[string]*held{}, max: maxHeld}
-	x.s = newScheduler(perHost, activePerHost, 1<<20, func(h *held, host string, _ *contentfetch.ParkedError) {
-		x.parked = append(x.parked, h.ID)
-	})
-	return x
+	return newSimBound(t, maxHeld, perHost, activePerHost, 1<<20)
+}
+
+// newSimBound is a scheduler that runs at most concurrency commands at
+// once, all keys together.
+func newSimBound(t *testing.T, maxHeld, perKey, activePerKey, concurrency int) *sim {
+	return &sim{t: t, byID: map[string]*task{}, max: maxHeld,
+		s: newScheduler(perKey, activePerKey, concurrency, 1<<20)}
 }
 
 // admit offers command id for host at now and returns what started.
 func (x *sim) admit(id, host string, now time.Time) (ok bool, why, evicted string, started []string) {
-	h := &held{entry: consume.entry{ID: id}, CommandID: id, Key: host, Command: &task{cmd: &envelope.ContentFetch{CommandID: id}}}
+	ok, why, evicted = x.put(id, host, now)
+	return ok, why, evicted, x.start(now)
+}
+
+// put offers command id for host at now, starting nothing.
+func (x *sim) put(id, host string, now time.Time) (ok bool, why, evicted string) {
+	h := &task{entry: entry{ID: id}, CommandID: id, Key: host}
 	ok, why, ev := x.s.Admit(h, x.held >= x.max, now)
 	if ev != nil {
 		evicted = ev.ID
@@ -50,35 +62,59 @@ func (x *sim) admit(id, host string, now time.Time) (ok bool, why, evicted strin
 		x.byID[id] = h
 		x.held++
 	}
-	return ok, why, evicted, x.start(now)
+	return ok, why, evicted
 }
 
 func (x *sim) start(now time.Time) []string {
+	ids := x.startInOrder(now)
+	slices.Sort(ids)
+	return ids
+}
+
+// startInOrder is start, the commands in the order Start returns them.
+func (x *sim) startInOrder(now time.Time) []string {
 	var ids []string
 	for _, h := range x.s.Start(now) {
+		if !h.inHandler {
+			x.t.Errorf("Start returned %s, not marked inside the Handler", h.ID)
+		}
 		ids = append(ids, h.ID)
+		x.active++
+		x.most = max(x.most, x.active)
 	}
-	slices.Sort(ids)
 	return ids
 }
 
 // done returns id from the Handler with out; it reports whether it was
 // requeued, and what started.
-func (x *sim) done(id string, out contentfetch.Outcome, now time.Time) (bool, []string) {
+func (x *sim) done(id string, out capability.Outcome, now time.Time) (bool, []string) {
+	requeued := x.finish(id, out, now)
+	return requeued, x.start(now)
+}
+
+// finish returns id from the Handler with out, starting nothing; it
+// reports whether it was requeued.
+func (x *sim) finish(id string, out capability.Outcome, now time.Time) bool {
 	h := x.byID[id]
+	if !h.inHandler {
+		x.t.Fatalf("%s returned from the Handler without being in it", id)
+	}
+	x.active--
 	requeued := x.s.Done(h, out, true, now)
 	if !requeued {
 		x.held--
 	}
-	return requeued, x.start(now)
+	return requeued
 }
 
-func stored() contentfetch.Outcome {
-	return contentfetch.Outcome{Kind: contentfetch.Stored, Result: &fetch.Result{}}
+func stored() capability.Outcome {
+	return capability.Outcome{Fate: capability.Complete, Label: "stored"}
 }
 
-func parked(host string, wait time.Duration) contentfetch.Outcome {
-	return contentfetch.Outcome{Kind: contentfetch.Transient, Park: &contentfetch.ParkedError{Host: host, Wait: wait}}
+// parked is the Outcome of a command that waits for host's window (or, with
+// host empty, its own key's) for wait.
+func parked(host string, wait time.Duration) capability.Outcome {
+	return capability.Outcome{Fate: capability.Park, Reason: "politeness", Key: host, Wait: wait}
 }
 
 func TestSchedulerBoundsActivePerHost(t *testing.T) {
@@ -158,8 +194,8 @@ func TestSchedulerParksUntilTheHostIsDue(t *testing.T) {
 	if got := x.s.Wake(); !got.IsZero() {
 		t.Errorf("Wake = %v with nothing waiting, want zero", got)
 	}
-	if d := x.parked; !slices.Equal(d, []string{"c0"}) {
-		t.Errorf("park hook saw %v, want c0", d)
+	if n := x.byID["c0"].parks; n != 1 {
+		t.Errorf("c0 parked %d times, want 1", n)
 	}
 }
 
@@ -170,7 +206,7 @@ func TestSchedulerKeepsArrivalOrderAcrossParks(t *testing.T) {
 	}
 	// c0 parks: it returns to its place at the head, before c1 and c2.
 	x.done("c0", parked("a", time.Second), t0)
-	q := x.s.hosts["a"]
+	q := x.s.keys["a"]
 	var order []string
 	for _, h := range q.waiting {
 		order = append(order, h.ID)
@@ -186,28 +222,41 @@ func TestSchedulerKeepsArrivalOrderAcrossParks(t *testing.T) {
 func TestSchedulerRequeuesOnTheRedirectsHost(t *testing.T) {
 	x := newSim(t, 100, 64, 4)
 	x.admit("c0", "a", t0)
-	requeued, _ := x.done("c0", parked("B.test.", time.Second), t0)
+	requeued, _ := x.done("c0", parked("b.test", time.Second), t0)
 	if !requeued {
 		t.Fatal("not requeued")
 	}
 	h := x.byID["c0"]
-	if h.Key != "b.test" || h.Command.q != x.s.hosts["b.test"] {
+	if h.Key != "b.test" || h.q != x.s.keys["b.test"] {
 		t.Errorf("requeued under %q, want the redirect's host b.test", h.Key)
 	}
-	if _, ok := x.s.hosts["a"]; ok {
+	if _, ok := x.s.keys["a"]; ok {
 		t.Error("the idle queue of a is kept")
+	}
+}
+
+func TestSchedulerRequeuesOnItsOwnKeyWhenTheParkNamesNone(t *testing.T) {
+	x := newSim(t, 100, 64, 4)
+	x.admit("c0", "a", t0)
+	requeued, _ := x.done("c0", parked("", time.Second), t0)
+	h := x.byID["c0"]
+	if !requeued || h.Key != "a" || h.q != x.s.keys["a"] {
+		t.Errorf("done(c0, parked on no key) = requeued %v under %q; want requeued under its own a", requeued, h.Key)
+	}
+	if got, want := x.s.Wake(), t0.Add(time.Second); !got.Equal(want) {
+		t.Errorf("Wake = %v, want %v", got, want)
 	}
 }
 
 func TestSchedulerDoesNotRequeue(t *testing.T) {
 	tests := []struct {
 		name    string
-		out     contentfetch.Outcome
+		out     capability.Outcome
 		requeue bool
 		perHost int
 	}{
 		{name: "stopping or lost", out: parked("a", time.Second), requeue: false, perHost: 64},
-		{name: "not parked", out: contentfetch.Outcome{Kind: contentfetch.Transient}, requeue: true, perHost: 64},
+		{name: "not parked", out: capability.Outcome{Fate: capability.Retry}, requeue: true, perHost: 64},
 		{name: "the host it waits for is full", out: parked("full", time.Second), requeue: true, perHost: 1},
 	}
 	for _, tt := range tests {
@@ -236,7 +285,7 @@ func TestSchedulerAdmit(t *testing.T) {
 		wantEvicted string
 	}{
 		{name: "room", before: []string{"a"}, maxHeld: 10, host: "b", wantOK: true},
-		{name: "host backlog full", before: []string{"a", "a", "a"}, maxHeld: 10, host: "a", wantWhy: "host backlog full"},
+		{name: "host backlog full", before: []string{"a", "a", "a"}, maxHeld: 10, host: "a", wantWhy: "key backlog full"},
 		{name: "full and nobody waits for a window", before: []string{"a", "b"}, maxHeld: 2, host: "c", wantWhy: "worker full"},
 		{
 			name: "full: the newest of the longest parked backlog makes room", maxHeld: 5,
@@ -259,7 +308,7 @@ func TestSchedulerAdmit(t *testing.T) {
 			}
 			for _, host := range tt.parkedHosts {
 				for _, h := range x.byID {
-					if h.Key == host && h.Command.active {
+					if h.Key == host && h.inHandler {
 						x.done(h.ID, parked(host, time.Minute), t0)
 						break
 					}
@@ -293,7 +342,7 @@ func TestSchedulerPacedHostIsHostBound(t *testing.T) {
 	x.admit("c1", "a", t0)
 	// c0 waited for its window before it was fetched: a's pace, not a
 	// slot, is what c1 waits for, once a's one place is taken again.
-	x.done("c0", contentfetch.Outcome{Kind: contentfetch.Stored, Result: &fetch.Result{Paced: 500 * time.Millisecond}}, t0)
+	x.done("c0", capability.Outcome{Fate: capability.Complete, Paced: 500 * time.Millisecond}, t0)
 	if n := x.s.Evictable(); n != 0 {
 		t.Fatalf("Evictable = %d while c1 runs, want 0", n)
 	}
@@ -383,7 +432,7 @@ func (x *sim) backlog(n int) []string {
 // waiting lists host's waiting commands in queue order.
 func (x *sim) waiting(host string) []string {
 	var ids []string
-	if q := x.s.hosts[host]; q != nil {
+	if q := x.s.keys[host]; q != nil {
 		for _, h := range q.waiting {
 			ids = append(ids, h.ID)
 		}
@@ -405,7 +454,7 @@ func TestSchedulerRecallsABacklogAsItsHostDrains(t *testing.T) {
 		t.Errorf("admit b0 = %v (%s), started %v; want admitted and started", ok, why, started)
 	}
 	// A new command for a goes behind a's commands in the stream.
-	if ok, why, _, _ := x.admit("n0", "a", t0); ok || why != "host backlog in the stream" {
+	if ok, why, _, _ := x.admit("n0", "a", t0); ok || why != "key backlog in the stream" {
 		t.Errorf("admit n0 = %v (%q), want refused: a has a backlog in the stream", ok, why)
 	}
 
@@ -435,7 +484,7 @@ func TestSchedulerRecallsABacklogAsItsHostDrains(t *testing.T) {
 	var order []string
 	for range 20 {
 		for id, h := range x.byID {
-			if h.Key == "a" && h.Command.active {
+			if h.Key == "a" && h.inHandler {
 				x.done(id, stored(), t0)
 				delete(x.byID, id)
 				break
@@ -481,7 +530,7 @@ func TestSchedulerRecallBounds(t *testing.T) {
 	if ids := x.s.Recall(100, t0); len(ids) != 0 {
 		t.Errorf("Recall = %v, want nothing left", ids)
 	}
-	if _, ok := x.s.hosts["a"]; ok {
+	if _, ok := x.s.keys["a"]; ok {
 		t.Error("the idle queue of a is kept")
 	}
 	// c5 comes back through the reclaim after its batch ended: a command
@@ -515,5 +564,272 @@ func TestSchedulerRecallsEvictedCommands(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"c2", "c3", "c4"}, x.waiting("b")); diff != "" {
 		t.Errorf("b's queue (-want +got):\n%s", diff)
+	}
+}
+
+// A capability with one queue (content.replicate) gives every command the
+// key "" and MaxActivePerKey = Concurrency, MaxHeldPerKey = MaxHeld
+// (newOptions): the scheduler is then a FIFO.
+func newSingleKey(t *testing.T, concurrency, maxHeld int) *sim {
+	return newSimBound(t, maxHeld, maxHeld, concurrency, concurrency)
+}
+
+// TestSchedulerSingleKeyIsAFIFO: one queue starts its commands in arrival
+// order, at most concurrency at once, and requeues none of them, whatever
+// fate a handling ends in (a capability with one queue never parks).
+func TestSchedulerSingleKeyIsAFIFO(t *testing.T) {
+	fates := []capability.Outcome{
+		{Fate: capability.Complete},
+		{Fate: capability.Close, Reason: "http_status"},
+		{Fate: capability.Retry, Reason: "timeout"},
+		{}, // Unclassified
+	}
+	x := newSingleKey(t, 2, 8)
+	var order []string
+	for i := range 6 {
+		if ok, why, ev := x.put(cid(i), "", t0); !ok || ev != "" {
+			t.Fatalf("admit %s = %v (%q), evicted %q; want admitted", cid(i), ok, why, ev)
+		}
+		order = append(order, x.startInOrder(t0)...)
+	}
+	if diff := cmp.Diff([]string{"c0", "c1"}, order); diff != "" {
+		t.Fatalf("started on arrival (-want +got):\n%s", diff)
+	}
+	if s := x.startInOrder(t0); len(s) != 0 {
+		t.Errorf("Start = %v while two run, want none", s)
+	}
+	if n := x.s.Evictable(); n != 0 {
+		t.Errorf("Evictable = %d, want 0: nothing waits for a time", n)
+	}
+	for i := 0; len(order) < 6 || x.active > 0; i++ {
+		oldest := order[i]
+		if x.finish(oldest, fates[i%len(fates)], t0) {
+			t.Fatalf("%s requeued after a %v handling", oldest, fates[i%len(fates)].Fate)
+		}
+		order = append(order, x.startInOrder(t0)...)
+		if x.active > 2 {
+			t.Fatalf("%d handlings at once, want at most 2", x.active)
+		}
+	}
+	if diff := cmp.Diff([]string{"c0", "c1", "c2", "c3", "c4", "c5"}, order); diff != "" {
+		t.Errorf("start order (-want +got):\n%s", diff)
+	}
+	if x.most != 2 || x.s.active != 0 {
+		t.Errorf("at most %d at once, %d left active; want 2, then 0", x.most, x.s.active)
+	}
+	if x.s.Parked() != 0 || !x.s.Wake().IsZero() || len(x.s.keys) != 0 {
+		t.Errorf("Parked %d, Wake %v, %d queues kept; want nothing left", x.s.Parked(), x.s.Wake(), len(x.s.keys))
+	}
+}
+
+// TestSchedulerSingleKeyKeepsArrivalOrderWhenFull: a full queue turns a
+// command away and makes no room (nothing waits for a time), a later one
+// waits behind it in the stream, and both come back in arrival order once
+// the queue is down to half its bound.
+func TestSchedulerSingleKeyKeepsArrivalOrderWhenFull(t *testing.T) {
+	x := newSingleKey(t, 2, 4)
+	for i := range 4 {
+		if ok, why, _ := x.put(cid(i), "", t0); !ok {
+			t.Fatalf("admit %s: refused (%s)", cid(i), why)
+		}
+	}
+	if got := x.startInOrder(t0); !slices.Equal(got, []string{"c0", "c1"}) {
+		t.Fatalf("started %v, want c0 c1", got)
+	}
+	if ok, why, ev := x.put("c4", "", t0); ok || ev != "" || why != "key backlog full" {
+		t.Errorf("admit c4 to a full loop = %v (%q), evicted %q; want refused, key backlog full, nothing evicted", ok, why, ev)
+	}
+	x.finish("c0", stored(), t0)
+	if got := x.startInOrder(t0); !slices.Equal(got, []string{"c2"}) {
+		t.Errorf("started %v after c0, want c2", got)
+	}
+	if ok, why, _ := x.put("c5", "", t0); ok || why != "key backlog in the stream" {
+		t.Errorf("admit c5 = %v (%q); want refused behind c4", ok, why)
+	}
+	if ids := x.s.Recall(4, t0); len(ids) != 0 {
+		t.Errorf("Recall = %v with the queue at 3 of 4, want nothing", ids)
+	}
+	x.finish("c1", stored(), t0)
+	order := x.startInOrder(t0)
+	ids := x.s.Recall(4, t0)
+	if !slices.Equal(ids, []string{"c4", "c5"}) {
+		t.Fatalf("Recall = %v, want c4 c5", ids)
+	}
+	for _, id := range ids {
+		if ok, why, _ := x.put(id, "", t0); !ok {
+			t.Fatalf("admit recalled %s: refused (%s)", id, why)
+		}
+	}
+	for _, id := range []string{"c2", "c3"} {
+		x.finish(id, stored(), t0)
+		order = append(order, x.startInOrder(t0)...)
+	}
+	if diff := cmp.Diff([]string{"c3", "c4", "c5"}, order); diff != "" {
+		t.Errorf("start order (-want +got):\n%s", diff)
+	}
+}
+
+// TestSchedulerBoundsHandlingsAcrossKeys: at most concurrency commands run
+// at once, all keys together; a queue held back by that bound starts
+// first when a place frees, before queues that became ready after it,
+// the queue of the command just done included.
+func TestSchedulerBoundsHandlingsAcrossKeys(t *testing.T) {
+	x := newSimBound(t, 100, 64, 4, 3)
+	var started []string
+	for _, c := range []struct{ id, key string }{{"a0", "a"}, {"a1", "a"}, {"b0", "b"}, {"b1", "b"}, {"b2", "b"}, {"c0", "c"}, {"a2", "a"}} {
+		_, _, _, s := x.admit(c.id, c.key, t0)
+		started = append(started, s...)
+	}
+	if diff := cmp.Diff([]string{"a0", "a1", "b0"}, started); diff != "" {
+		t.Fatalf("started (-want +got):\n%s", diff)
+	}
+	if s := x.startInOrder(t0); len(s) != 0 {
+		t.Errorf("Start = %v with three running, want none", s)
+	}
+	if n := x.s.Evictable(); n != 0 {
+		t.Errorf("Evictable = %d, want 0: commands waiting for a place are not key-bound", n)
+	}
+	steps := []struct {
+		done string
+		want []string
+	}{
+		{done: "a0", want: []string{"b1"}}, // b was held back first: ahead of a, whose command is done
+		{done: "a1", want: []string{"b2"}},
+		{done: "b0", want: []string{"c0"}},
+		{done: "b1", want: []string{"a2"}},
+		{done: "b2", want: nil},
+	}
+	for _, st := range steps {
+		x.finish(st.done, stored(), t0)
+		if got := x.startInOrder(t0); !slices.Equal(got, st.want) {
+			t.Errorf("after %s: started %v, want %v", st.done, got, st.want)
+		}
+	}
+	if x.most != 3 {
+		t.Errorf("at most %d at once, want 3", x.most)
+	}
+}
+
+// TestSchedulerBoundHoldsADueCommand: a parked command that comes due
+// while the bound is reached waits for a place, then starts; one whose
+// place frees before it is due starts when it is due.
+func TestSchedulerBoundHoldsADueCommand(t *testing.T) {
+	tests := []struct {
+		name string
+		// bDone is when b0, holding the one place, is done; atBDone what
+		// starts then, wantAtDue what starts at a0's due time after.
+		bDone     time.Duration
+		atBDone   []string
+		wantAtDue []string
+	}{
+		{name: "due while the place is taken", bDone: 2 * time.Second, atBDone: []string{"a0"}},
+		{name: "the place frees first", bDone: 500 * time.Millisecond, wantAtDue: []string{"a0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := newSimBound(t, 100, 64, 4, 1)
+			x.admit("a0", "a", t0)
+			x.admit("b0", "b", t0)
+			requeued, started := x.done("a0", parked("", time.Second), t0)
+			if !requeued || !slices.Equal(started, []string{"b0"}) {
+				t.Fatalf("done(a0, parked) = requeued %v, started %v; want requeued, b0 started", requeued, started)
+			}
+			if tt.bDone > time.Second {
+				if s := x.start(t0.Add(time.Second)); len(s) != 0 {
+					t.Errorf("at a0's due time started %v while b0 holds the one place, want none", s)
+				}
+			}
+			if _, s := x.done("b0", stored(), t0.Add(tt.bDone)); !slices.Equal(s, tt.atBDone) {
+				t.Errorf("when b0 is done started %v, want %v", s, tt.atBDone)
+			}
+			if tt.wantAtDue == nil {
+				return
+			}
+			if got, want := x.s.Wake(), t0.Add(time.Second); !got.Equal(want) {
+				t.Errorf("Wake = %v, want a0's due time %v", got, want)
+			}
+			if s := x.start(t0.Add(time.Second)); !slices.Equal(s, tt.wantAtDue) {
+				t.Errorf("at a0's due time started %v, want %v", s, tt.wantAtDue)
+			}
+		})
+	}
+}
+
+// TestSchedulerBoundUnderChurn admits, parks and finishes commands of many
+// keys at random (a fixed seed) and checks after every step what the
+// bounds promise: never more than concurrency commands at once, nor more
+// than maxActivePerKey of one key; no place left idle while a command could
+// start; and each key's commands first started in arrival order.
+func TestSchedulerBoundUnderChurn(t *testing.T) {
+	const (
+		concurrency  = 4
+		activePerKey = 2
+		keys         = 5
+	)
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := newSimBound(t, 1<<20, 1<<20, activePerKey, concurrency)
+	now := t0
+	var (
+		running  []string
+		admitted = map[string][]string{} // by key, in arrival order
+		first    = map[string][]string{} // by key, in order of first start
+		seen     = map[string]bool{}
+	)
+	note := func(ids []string) {
+		for _, id := range ids {
+			running = append(running, id)
+			if !seen[id] {
+				seen[id] = true
+				k := x.byID[id].Key
+				first[k] = append(first[k], id)
+			}
+		}
+	}
+	for step := range 5000 {
+		switch r := rng.IntN(10); {
+		case r < 4:
+			id := fmt.Sprintf("k%d-%d", rng.IntN(keys), step)
+			k := id[:2]
+			if ok, why, _ := x.put(id, k, now); !ok {
+				t.Fatalf("step %d: admit %s refused (%s)", step, id, why)
+			}
+			admitted[k] = append(admitted[k], id)
+		case r < 8 && len(running) > 0:
+			i := rng.IntN(len(running))
+			id := running[i]
+			running = slices.Delete(running, i, i+1)
+			out := stored()
+			if rng.IntN(3) == 0 {
+				out = parked("", time.Duration(rng.IntN(3000))*time.Millisecond)
+			}
+			x.finish(id, out, now)
+		default:
+			now = now.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		}
+		note(x.startInOrder(now))
+		if x.active > concurrency || x.s.active != x.active {
+			t.Fatalf("step %d: %d handlings at once (the scheduler counts %d), want at most %d", step, x.active, x.s.active, concurrency)
+		}
+		for k, q := range x.s.keys {
+			limit := activePerKey
+			if q.parked > 0 {
+				limit = 1
+			}
+			if q.active > activePerKey {
+				t.Fatalf("step %d: key %s has %d at once, want at most %d", step, k, q.active, activePerKey)
+			}
+			if x.active < concurrency && len(q.waiting) > 0 && q.active < limit && !q.waiting[0].due.After(now) {
+				t.Fatalf("step %d: %s could start (key %s has %d of %d, %d of %d in all) but did not",
+					step, q.waiting[0].ID, k, q.active, limit, x.active, concurrency)
+			}
+		}
+	}
+	for k, ids := range first {
+		if want := admitted[k][:len(ids)]; !slices.Equal(ids, want) {
+			t.Errorf("key %s first started %v, want arrival order %v", k, ids, want)
+		}
+	}
+	if x.most != concurrency {
+		t.Errorf("at most %d at once, want the bound %d reached", x.most, concurrency)
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,20 +11,24 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/rueidis"
+
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/internal/testenv"
 )
 
-// The capability and the Scheduler the package's tests run a Loop with.
+// The capability.Handler the package's tests run a Loop with.
 
-// tcmd is a test command: its command_id and its plan. Decoded from a
-// frame's key and payload fields, the plan is the fate of each handling in
-// turn, comma-separated, the last repeating: "stored", "park,stored". A
-// plan naming a refusal (malformed_frame, foreign_payload,
-// unsupported_schema_version) makes Decode refuse the frame. Handle
-// returns the tcmd with the step it took as its plan.
-type tcmd struct{ id, fate string }
+// tcmd is a test command, a Command's Value: its command_id and its plan.
+// Decoded from a frame's key and payload fields, the plan is the step of
+// each handling in turn, comma-separated, the last repeating: "stored",
+// "park,stored". A plan naming a refusal (malformed_frame,
+// foreign_payload, unsupported_schema_version) makes Decode refuse the
+// frame.
+type tcmd struct{ id, plan string }
 
-// The steps of a plan, and the fate each ends in.
+// The steps of a plan, and the Outcome each ends in.
 const (
 	planStored       = "stored"       // Complete: a blob_available fact
 	planNotModified  = "not_modified" // Complete: a fetch_failed fact, not_modified
@@ -32,51 +37,56 @@ const (
 	planTransient    = "transient"    // Retry
 	planUnclassified = "unclassified" // Unclassified
 	planPanic        = "panic"        // the handler panics
-	planWait         = "wait"         // the handler waits for its context to end, then transient
-	planPark         = "park"         // the Scheduler requeues the command (parkSched)
+	planWait         = "wait"         // the handler waits for its context to end, then Retry
+	planPark         = "park"         // Park for parkFor, on the command's own key
 )
 
-// testCap is the test capability. hold, when set, runs inside Handle
-// first. It counts the handlings and observations of each command_id.
+// testCap is the test capability.Handler. Every command has the one key
+// "" (one queue, as a capability without keys has). hold, when set, runs
+// inside Handle first. It counts the handlings of each command_id.
 type testCap struct {
 	hold func(tcmd)
 
-	mu       sync.Mutex
-	n        map[string]int // handlings by command_id
-	handled  []string       // command_ids, one per handling
-	observed []string       // command_ids, one per Observe
+	mu      sync.Mutex
+	n       map[string]int // handlings by command_id
+	handled []string       // command_ids, one per handling
 }
 
-func (c *testCap) Decode(f map[string]string) Decoded[tcmd] {
+var _ capability.Handler = (*testCap)(nil)
+
+// Decode reads a frame's key (command_id) and payload (plan). A refused
+// frame still comes with its command, as a decoder that could read it
+// would return it: the engine, not the Handler, decides whether a refusal
+// is announced.
+func (c *testCap) Decode(f map[string]string) (*capability.Command, error) {
 	id, plan := f["key"], f["payload"]
-	d := Decoded[tcmd]{Command: tcmd{id: id, fate: plan}, CommandID: id,
-		Attrs: []slog.Attr{slog.String("command_id", id)}}
-	var err error
+	cmd := &capability.Command{ID: id, Attrs: []slog.Attr{slog.String("command_id", id)}, Value: tcmd{id: id, plan: plan}}
 	switch plan {
 	case envelope.DLQMalformedFrame:
-		err = fmt.Errorf("%w: payload is not JSON", envelope.ErrMalformedFrame)
+		return cmd, fmt.Errorf("%w: payload is not JSON", envelope.ErrMalformedFrame)
 	case envelope.DLQForeignPayload:
-		err = fmt.Errorf("%w: event_type blob_available", envelope.ErrForeignPayload)
+		return cmd, fmt.Errorf("%w: event_type blob_available", envelope.ErrForeignPayload)
 	case string(envelope.ReasonUnsupportedSchemaVersion):
-		err = fmt.Errorf("%w: schema_version=2", envelope.ErrUnsupportedVersion)
+		return cmd, fmt.Errorf("%w: schema_version=2", envelope.ErrUnsupportedVersion)
 	}
-	d.Refuse(err, true, func() envelope.Model { return testFact(id, envelope.ReasonUnsupportedSchemaVersion) })
-	return d
+	return cmd, nil
 }
 
-func (c *testCap) Handle(ctx context.Context, cmd tcmd) tcmd {
+// Handle takes the plan's next step and returns its Outcome.
+func (c *testCap) Handle(ctx context.Context, cmd *capability.Command) capability.Outcome {
+	tc := cmd.Value.(tcmd)
 	c.mu.Lock()
 	if c.n == nil {
 		c.n = map[string]int{}
 	}
-	c.n[cmd.id]++
-	n := c.n[cmd.id]
-	c.handled = append(c.handled, cmd.id)
+	c.n[tc.id]++
+	n := c.n[tc.id]
+	c.handled = append(c.handled, tc.id)
 	c.mu.Unlock()
 	if c.hold != nil {
-		c.hold(cmd)
+		c.hold(tc)
 	}
-	steps := strings.Split(cmd.fate, ",")
+	steps := strings.Split(tc.plan, ",")
 	step := steps[min(n, len(steps))-1]
 	switch step {
 	case planPanic:
@@ -85,35 +95,35 @@ func (c *testCap) Handle(ctx context.Context, cmd tcmd) tcmd {
 		<-ctx.Done()
 		step = planTransient
 	}
-	return tcmd{id: cmd.id, fate: step}
+	return stepOutcome(tc.id, step)
 }
 
-func (c *testCap) Fate(r tcmd) Fate {
-	switch r.fate {
+// stepOutcome is the Outcome of a handling of command id that took step.
+func stepOutcome(id, step string) capability.Outcome {
+	switch step {
 	case planStored:
-		return Fate{Kind: Complete, Fact: storedFact(r.id), Outcome: "stored"}
+		return capability.Outcome{Fate: capability.Complete, Label: "stored", Fact: storedFact(id)}
 	case planNoFact:
-		return Fate{Kind: Complete, Outcome: "complete"}
+		return capability.Outcome{Fate: capability.Complete}
 	case planPermanent:
-		return Fate{Kind: Close, Fact: testFact(r.id, envelope.ReasonHTTPStatus), Outcome: "permanent",
+		return capability.Outcome{Fate: capability.Close, Fact: testFact(id, envelope.ReasonHTTPStatus),
 			Reason: string(envelope.ReasonHTTPStatus), Err: errors.New("410")}
-	case planTransient, planPark:
-		return Fate{Kind: Retry, Outcome: "transient", Reason: "timeout", Err: errors.New("timed out")}
+	case planTransient:
+		return capability.Outcome{Fate: capability.Retry, Reason: "timeout", Err: errors.New("timed out")}
+	case planPark:
+		return capability.Outcome{Fate: capability.Park, Reason: "politeness", Wait: parkFor,
+			Err: errors.New("not due")}
 	case planUnclassified:
-		return Fate{Kind: Unclassified, Outcome: "unclassified", Err: errors.New("a bug")}
+		return capability.Outcome{Err: errors.New("a bug")}
 	default:
-		return Fate{Kind: Complete, Fact: testFact(r.id, envelope.ReasonNotModified), Outcome: "not_modified"}
+		return capability.Outcome{Fate: capability.Complete, Label: "not_modified",
+			Fact: testFact(id, envelope.ReasonNotModified)}
 	}
 }
 
-func (c *testCap) HandlerError(cmd tcmd, _ int, _ string, _ time.Time) envelope.Model {
-	return testFact(cmd.id, envelope.ReasonHandlerError)
-}
-
-func (c *testCap) Observe(h *task[tcmd], _ tcmd) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.observed = append(c.observed, h.CommandID)
+// Failed is the fetch_failed fact of cmd for reason.
+func (c *testCap) Failed(cmd *capability.Command, reason, _ string, _ int, _ time.Time) envelope.Model {
+	return testFact(cmd.ID, envelope.Reason(reason))
 }
 
 // handlings counts the handlings of a command_id so far.
@@ -123,14 +133,32 @@ func (c *testCap) handlings(id string) int {
 	return c.n[id]
 }
 
-// counts returns the command_ids handled and observed so far, sorted.
-func (c *testCap) counts() (handled, observed []string) {
+// handledIDs returns the command_ids handled so far, one per handling,
+// sorted.
+func (c *testCap) handledIDs() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	handled, observed = slices.Clone(c.handled), slices.Clone(c.observed)
+	handled := slices.Clone(c.handled)
 	slices.Sort(handled)
-	slices.Sort(observed)
-	return handled, observed
+	return handled
+}
+
+// observedIn returns the command_id of every "handled command" line, the
+// one line the engine writes per handling it gives a fate, in JSON logs,
+// sorted.
+func observedIn(logs string) []string {
+	var ids []string
+	for line := range strings.Lines(logs) {
+		var rec struct {
+			Msg       string `json:"msg"`
+			CommandID string `json:"command_id"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "handled command" {
+			ids = append(ids, rec.CommandID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func testFact(id string, reason envelope.Reason) envelope.Model {
@@ -154,65 +182,20 @@ func factName(m envelope.Model) string {
 	return fmt.Sprintf("%T", m)
 }
 
-// parkSched is a FIFO that parks: a handling that ends in the park step is
-// requeued, due parkFor later on the loop's clock, as the content.fetch
-// Scheduler holds a command back until its host is due.
-type parkSched struct {
-	*FIFO[tcmd, tcmd]
-	parkFor time.Duration
-	parked  map[*task[tcmd]]time.Time // due times
-}
-
-func newParkSched(limit int, parkFor time.Duration) *parkSched {
-	return &parkSched{FIFO: NewFIFO[tcmd, tcmd](limit), parkFor: parkFor, parked: map[*task[tcmd]]time.Time{}}
-}
-
-func (s *parkSched) Done(h *task[tcmd], r tcmd, requeue bool, now time.Time) bool {
-	s.FIFO.Done(h, r, requeue, now)
-	if r.fate != planPark || !requeue {
-		return false
+// testOptions are a loop's options for the tests: testCap on the streams
+// "cmds" (group "g", consumer "c"), "facts" and "dlq", dedupe keys "k:",
+// logging to logs in JSON (nowhere when nil).
+func testOptions(c capability.Handler, logs *testenv.LogBuffer) options {
+	log := slog.New(slog.DiscardHandler)
+	if logs != nil {
+		log = slog.New(slog.NewJSONHandler(logs, nil))
 	}
-	s.parked[h] = now.Add(s.parkFor)
-	return true
-}
-
-func (s *parkSched) Start(now time.Time) []*task[tcmd] {
-	var due []*task[tcmd]
-	for h, at := range s.parked {
-		if !now.Before(at) {
-			delete(s.parked, h)
-			s.FIFO.active++
-			due = append(due, h)
-		}
+	return options{
+		Config: Config{Logger: log},
+		Capability: capability.Capability{Name: "test", Handler: c, Consumer: "c",
+			Stream: "cmds", Group: "g", FactsStream: "facts", DLQStream: "dlq", DedupePrefix: "k:"},
 	}
-	return append(due, s.FIFO.Start(now)...)
 }
 
-func (s *parkSched) Wake() time.Time {
-	var first time.Time
-	for _, at := range s.parked {
-		if first.IsZero() || at.Before(first) {
-			first = at
-		}
-	}
-	return first
-}
-
-func (s *parkSched) Remove(h *task[tcmd]) bool {
-	if _, ok := s.parked[h]; ok {
-		delete(s.parked, h)
-		return true
-	}
-	return s.FIFO.Remove(h)
-}
-
-func (s *parkSched) Drain() []*task[tcmd] {
-	d := s.FIFO.Drain()
-	for h := range s.parked {
-		d = append(d, h)
-	}
-	clear(s.parked)
-	return d
-}
-
-func (s *parkSched) Parked() int { return len(s.parked) }
+// newLoop is New with o's Config and Capability.
+func newLoop(client rueidis.Client, o options) *Loop { return New(client, o.Config, o.Capability) }
