@@ -18,6 +18,7 @@ import (
 	"cloud.google.com/go/storage"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/engine"
@@ -58,6 +59,7 @@ type lenv struct {
 	upload  atomic.Int32 // status the proxy answers uploads with; 0 passes them
 	gcsCli  *storage.Client
 	maxAtts int
+	reg     prometheus.Registerer // the loop's metrics; nil: none
 }
 
 func newReplicateEnv(t *testing.T) *lenv {
@@ -111,7 +113,7 @@ func (e *lenv) start() {
 	}
 	l := newReplicateLoop(e.client, replicateOptions{
 		Loop: engine.Config{StartID: "0", ReadBlock: 50 * time.Millisecond, ClaimMinIdle: 300 * time.Millisecond,
-			MaxDeliveryAttempts: e.maxAtts, Logger: log},
+			MaxDeliveryAttempts: e.maxAtts, Logger: log, Registerer: e.reg},
 		Consumer: "w1", Stream: e.stream, Group: e.group, FactsStream: e.facts, DLQStream: e.dlq, DedupePrefix: e.dedupe,
 		Handler: h,
 	})
@@ -578,4 +580,54 @@ func TestReplicateLoopLogLines(t *testing.T) {
 			t.Errorf("no handled-command line for %s; saw %v", want, seen)
 		}
 	}
+}
+
+// TestReplicateLoopMetrics checks the names the dashboards and alert rules
+// read (docs/operations.md, Metrics and health).
+func TestReplicateLoopMetrics(t *testing.T) {
+	e := newReplicateEnv(t)
+	reg := prometheus.NewRegistry()
+	e.reg = reg
+	e.start()
+	e.addModel(e.command("c-ok", e.store([]byte("counted"))))
+	e.addModel(e.command("c-alias", e.store([]byte("refused")), func(c *envelope.ContentReplicate) { c.CredentialsAlias = "nobody" }))
+	e.add(map[string]string{"payload": "{", "event_type": "content_replicate"})
+	testenv.Eventually(t, 10*time.Second, "every command settled", func() bool {
+		return len(e.entries(e.dlq)) == 2 && len(e.factsNow()) == 2 && e.pending() == 0
+	})
+	got := gather(t, reg)
+	want := map[string]float64{
+		`replicator_replicate_commands_total{outcome="complete",reason=""}`:               1,
+		`replicator_replicate_commands_total{outcome="permanent",reason="alias_unknown"}`: 1,
+		`replicator_replicate_commands_total{outcome="refused",reason="malformed_frame"}`: 1,
+		`replicator_replicate_dlq_writes_total{reason="alias_unknown"}`:                   1,
+		`replicator_replicate_dlq_writes_total{reason="malformed_frame"}`:                 1,
+		`replicator_replicate_duration_seconds{outcome="complete"}`:                       1, // sample count
+		`replicator_replicate_handlers_busy`:                                              0,
+		`replicator_replicate_held_commands`:                                              0,
+		`replicator_replicate_unwritten_fates`:                                            0,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (exported %v), want %v", k, g, ok, v)
+		}
+	}
+	// Counters without labels are exported at zero; broker_failures_total,
+	// by op, only once an op has failed.
+	for _, name := range []string{"replicator_replicate_reclaimed_total", "replicator_replicate_cycle_failures_total"} {
+		if !exported(reg, name) {
+			t.Errorf("%s is not exported", name)
+		}
+	}
+}
+
+// exported reports whether reg has a metric family named name.
+func exported(reg *prometheus.Registry, name string) bool {
+	families, _ := reg.Gather()
+	for _, f := range families {
+		if f.GetName() == name {
+			return true
+		}
+	}
+	return false
 }
