@@ -9,10 +9,9 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
-	"github.com/replicator-go/replicator/loop"
 )
 
 // benchEnv is a wenv for benchmarks: same helpers, a *testing.B's
@@ -62,8 +61,8 @@ func BenchmarkWorkerThroughput(b *testing.B) {
 			st := e.newStack(stackOptions{slots: concurrency})
 			wo := e.workerOptions()
 			wo.Loop.Logger = discard
-			wo.Loop.ReadBlock, wo.Loop.ClaimMinIdle = loop.DefaultReadBlock, loop.DefaultClaimMinIdle
-			w := worker.New(client, st.with(wo, stackOptions{}))
+			wo.Loop.ReadBlock, wo.Loop.ClaimMinIdle = engine.DefaultReadBlock, engine.DefaultClaimMinIdle
+			w := newFetchLoop(client, st.with(wo, stackOptions{}))
 			b.ResetTimer()
 			done := make(chan error, 1)
 			go func() { done <- w.Run(ctx) }()
@@ -104,8 +103,8 @@ func BenchmarkWorkerLatency(b *testing.B) {
 	st := e.newStack(stackOptions{slots: 16})
 	wo := e.workerOptions()
 	wo.Loop.Logger = discard
-	wo.Loop.ReadBlock, wo.Loop.ClaimMinIdle = loop.DefaultReadBlock, loop.DefaultClaimMinIdle
-	w := worker.New(client, st.with(wo, stackOptions{}))
+	wo.Loop.ReadBlock, wo.Loop.ClaimMinIdle = engine.DefaultReadBlock, engine.DefaultClaimMinIdle
+	w := newFetchLoop(client, st.with(wo, stackOptions{}))
 	go w.Run(ctx)
 	for !w.Healthy() {
 		time.Sleep(time.Millisecond)

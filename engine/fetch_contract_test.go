@@ -17,9 +17,9 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
-	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/memory"
 )
@@ -115,7 +115,7 @@ func TestWorkerSpecStorageCeiling(t *testing.T) {
 			// Parked, due again and parked again: the sink is asked each
 			// time, and the command is never handed back to the stream.
 			testenv.Eventually(t, 15*time.Second, "c-full parked twice", func() bool {
-				return strings.Count(e.logs.String(), `"msg":"parked a command until the blob store has room","message_id":"`+parkedID) >= 2
+				return e.parks(parkedID, "storage_full") >= 2
 			})
 			testenv.Eventually(t, 15*time.Second, "only c-full pending", func() bool { return e.pending() == 1 })
 
@@ -263,7 +263,7 @@ func TestWorkerSpecCeilingWithoutXPENDING(t *testing.T) {
 func TestWorkerSpecHandlerErrorAtDefaultCeiling(t *testing.T) {
 	e := newEnv(t, standalone(t, testenv.StartRedis(t)).client, http.HandlerFunc(okBody))
 	wo := e.workerOptions()
-	wo.Loop.MaxDeliveryAttempts = loop.DefaultMaxDeliveryAttempts
+	wo.Loop.MaxDeliveryAttempts = engine.DefaultMaxDeliveryAttempts
 	e.start(stackOptions{sink: panicSink{memory.New(memory.Options{})}, slots: 4}, wo)
 	cmd := e.command("c-bug", e.url("w.test", "/ok/c-bug"))
 	id := e.addModel(cmd)
@@ -272,19 +272,19 @@ func TestWorkerSpecHandlerErrorAtDefaultCeiling(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); len(dl) == 0; dl = e.dlqNow() {
 		if time.Now().After(deadline) {
 			t.Fatalf("no dead letter after 10s: the origin saw %d requests, the entry was delivered %d times; "+
-				"want handler_error after %d handlings", e.origin.Count(), e.deliveries(id), loop.DefaultMaxDeliveryAttempts)
+				"want handler_error after %d handlings", e.origin.Count(), e.deliveries(id), engine.DefaultMaxDeliveryAttempts)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	e.waitSettled(10 * time.Second)
 	want := failedFact(cmd, envelope.ReasonHandlerError, 0)
-	want.Attempts = new(loop.DefaultMaxDeliveryAttempts)
+	want.Attempts = new(engine.DefaultMaxDeliveryAttempts)
 	if diff := cmp.Diff([]envelope.Model{want}, e.factsNow(), factOpts); diff != "" {
 		t.Errorf("facts mismatch (-want +got):\n%s", diff)
 	}
 	checkOneDeadLetter(t, e, dl, envelope.ReasonHandlerError, id)
-	if got := e.origin.Count(); got != loop.DefaultMaxDeliveryAttempts {
-		t.Errorf("origin saw %d requests, want one per delivery (%d)", got, loop.DefaultMaxDeliveryAttempts)
+	if got := e.origin.Count(); got != engine.DefaultMaxDeliveryAttempts {
+		t.Errorf("origin saw %d requests, want one per delivery (%d)", got, engine.DefaultMaxDeliveryAttempts)
 	}
 }
 

@@ -10,19 +10,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
-	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/sink/local"
 )
 
-// ExampleWorker runs a worker the way the replicator binary does: one
-// loop.Config, a Fetcher whose MaxInFlight is the worker's concurrency, and
-// a sink. Politeness waits longer than the loop's ReadBlock park commands
-// in memory; the context given to Run also cuts waits short at shutdown.
-func ExampleWorker() {
+// ExampleNew_contentFetch runs content.fetch the way the replicator binary
+// does: one engine.Config, a Fetcher whose MaxInFlight is the loop's
+// concurrency, and a sink. Politeness waits longer than the Handler's
+// MaxWait, the loop's ReadBlock, park commands in memory; the context given
+// to Run also cuts waits short at shutdown.
+func ExampleNew_contentFetch() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -47,13 +48,16 @@ func ExampleWorker() {
 	})
 	defer fetcher.Close()
 
-	w := worker.New(client, worker.Options{
-		Loop:    loop.Config{Logger: log, Registerer: prometheus.DefaultRegisterer},
+	cfg := engine.Config{Logger: log, Registerer: prometheus.DefaultRegisterer}.WithDefaults()
+	handler := contentfetch.NewHandler(contentfetch.HandlerOptions{
 		Fetcher: fetcher,
 		Sink:    blobs,
+		MaxWait: cfg.ReadBlock,
+		Logger:  log,
 	})
-	if err := w.Run(ctx); err != nil {
-		log.Error("worker", "error", err)
+	l := engine.New(client, cfg, contentfetch.Capability(handler))
+	if err := l.Run(ctx); err != nil {
+		log.Error("content.fetch", "error", err)
 		os.Exit(1) // a supervisor restarts the worker
 	}
 }

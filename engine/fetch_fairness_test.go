@@ -213,19 +213,19 @@ func TestWorkerKeepsParkedCommandsOwned(t *testing.T) {
 	wo.Loop.ClaimMinIdle = 300 * time.Millisecond
 
 	a := wo
-	a.Loop.Consumer = "a"
+	a.Consumer = "a"
 	runA := e.start(so, a)
 	e.addModel(e.command("c-1", e.url("paced.test", "/1")))
 	e.waitFacts(1, 10*time.Second)
 	id := e.addModel(e.command("c-2", e.url("paced.test", "/2")))
 	testenv.Eventually(t, 10*time.Second, "the second command parked", func() bool {
-		return strings.Contains(e.logs.String(), `"msg":"parked a command until its host is due","message_id":"`+id)
+		return e.parks(id, "politeness") > 0
 	})
 
 	// Worker b has its own pacer: had it reclaimed the command it would
 	// fetch it at once, too early.
 	b := wo
-	b.Loop.Consumer = "b"
+	b.Consumer = "b"
 	runB := e.start(so, b)
 	watchUntil := time.Now().Add(3 * wo.Loop.ClaimMinIdle)
 	for time.Now().Before(watchUntil) {

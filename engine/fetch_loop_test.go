@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/sink"
@@ -326,7 +326,7 @@ func TestWorkerGivesUpWhenRedisIsGone(t *testing.T) {
 			testenv.Eventually(t, 10*time.Second, "the worker to be healthy", run.worker.Healthy)
 			b.stop()
 			err := run.wait(t, 30*time.Second)
-			if !errors.Is(err, worker.ErrBrokerUnavailable) {
+			if !errors.Is(err, engine.ErrBrokerUnavailable) {
 				t.Fatalf("Run = %v, want ErrBrokerUnavailable", err)
 			}
 			if run.worker.HealthyAt(time.Now().Add(time.Minute)) {
@@ -351,7 +351,7 @@ func TestWorkerShutdown(t *testing.T) {
 					okBody(w, r)
 				}))
 				wo := e.workerOptions()
-				wo.Loop.Consumer = "a"
+				wo.Consumer = "a"
 				wo.DrainTimeout = 300 * time.Millisecond
 				run := e.start(stackOptions{}, wo)
 				id := e.addModel(e.command("c-slow", e.url("w.test", "/slow")))
@@ -372,7 +372,7 @@ func TestWorkerShutdown(t *testing.T) {
 				}
 
 				close(release)
-				wo.Loop.Consumer = "b"
+				wo.Consumer = "b"
 				e.start(stackOptions{}, wo)
 				facts := e.waitFacts(1, 15*time.Second)
 				e.waitSettled(10 * time.Second)
@@ -508,6 +508,8 @@ func TestWorkerMetrics(t *testing.T) {
 			got[f.GetName()+labelString(m)] = metricValue(m)
 		}
 	}
+	// replicator_requests_in_flight is the Fetcher's, registered by the
+	// binary beside the loop's (cmd/replicator).
 	want := map[string]float64{
 		`replicator_commands_total{outcome="stored",reason=""}`:                 1,
 		`replicator_commands_total{outcome="permanent",reason="http_status"}`:   1,
@@ -518,7 +520,6 @@ func TestWorkerMetrics(t *testing.T) {
 		`replicator_handlers_busy`:                                              0,
 		`replicator_held_commands`:                                              0,
 		`replicator_parked_commands`:                                            0,
-		`replicator_requests_in_flight`:                                         0,
 		`replicator_fetch_duration_seconds{outcome="stored"}`:                   1, // sample count
 		`replicator_pacing_wait_seconds`:                                        2, // sample count
 	}

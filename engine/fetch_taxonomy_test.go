@@ -13,7 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/sink/memory"
@@ -81,7 +80,7 @@ func failedFact(cmd *envelope.ContentFetch, reason envelope.Reason, status int) 
 type taxonomyRow struct {
 	name string
 	so   stackOptions
-	wo   func(*worker.Options)
+	wo   func(*fetchOptions)
 	// run publishes the row's entries (waiting in between where the row
 	// needs it) and returns the facts expected, in order, and the frames
 	// expected in the DLQ (by their original ids).
@@ -251,7 +250,7 @@ func taxonomyRows() []taxonomyRow {
 		{
 			name: "unclassified: handler_error at the delivery ceiling",
 			so:   stackOptions{sink: panicSink{memory.New(memory.Options{})}},
-			wo:   func(o *worker.Options) { o.Loop.MaxDeliveryAttempts = 2 },
+			wo:   func(o *fetchOptions) { o.Loop.MaxDeliveryAttempts = 2 },
 			run: func(t *testing.T, e *wenv) ([]envelope.Model, []string) {
 				cmd := e.command("c-bug", e.url("w.test", "/ok/c-bug"))
 				mid := e.addModel(cmd)

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
@@ -18,13 +19,14 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/redis/rueidis"
 
-	"github.com/replicator-go/replicator/contentfetch/worker"
+	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/hosts"
 	"github.com/replicator-go/replicator/internal/testenv"
-	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/memory"
@@ -183,7 +185,7 @@ type stack struct {
 
 // with is wo running on this stack: its fetcher and sink, and so's
 // longest wait slept through as the loop's ReadBlock.
-func (s *stack) with(wo worker.Options, so stackOptions) worker.Options {
+func (s *stack) with(wo fetchOptions, so stackOptions) fetchOptions {
 	wo.Fetcher, wo.Sink = s.fetcher, s.sink
 	if so.maxWait > 0 {
 		wo.Loop.ReadBlock = so.maxWait
@@ -234,7 +236,7 @@ func (e *wenv) newStack(o stackOptions) *stack {
 
 // running is a worker started in the background.
 type running struct {
-	worker   *worker.Worker
+	worker   *engine.Loop
 	stack    *stack
 	cancel   context.CancelFunc
 	finished chan struct{}
@@ -261,10 +263,10 @@ func (r *running) stop(t *testing.T) error {
 }
 
 // workerOptions are the test defaults: this env's names, short timings.
-func (e *wenv) workerOptions() worker.Options {
-	return worker.Options{
-		Loop: loop.Config{
-			Consumer:     "w1",
+func (e *wenv) workerOptions() fetchOptions {
+	return fetchOptions{
+		Consumer: "w1",
+		Loop: engine.Config{
 			StartID:      "0",
 			ReadBlock:    100 * time.Millisecond,
 			ClaimMinIdle: 200 * time.Millisecond,
@@ -282,11 +284,11 @@ func (e *wenv) workerOptions() worker.Options {
 }
 
 // start runs a worker on a fresh stack until the test ends.
-func (e *wenv) start(so stackOptions, wo worker.Options) *running {
+func (e *wenv) start(so stackOptions, wo fetchOptions) *running {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	st := e.newStack(so)
-	w := worker.New(e.client, st.with(wo, so))
+	w := newFetchLoop(e.client, st.with(wo, so))
 	r := &running{worker: w, stack: st, cancel: cancel, finished: make(chan struct{})}
 	go func() {
 		r.err = w.Run(ctx)
@@ -491,6 +493,24 @@ func (e *wenv) waitSettled(timeout time.Duration) {
 	})
 }
 
+// parks counts the lines saying entry id was parked until it is due, for
+// reason: politeness or storage_full.
+func (e *wenv) parks(id, reason string) int {
+	n := 0
+	for line := range strings.Lines(e.logs.String()) {
+		var rec struct {
+			Msg       string `json:"msg"`
+			MessageID string `json:"message_id"`
+			Reason    string `json:"reason"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "parked a command until it is due" &&
+			rec.MessageID == id && rec.Reason == reason {
+			n++
+		}
+	}
+	return n
+}
+
 // dlqReasons lists the dlq_reason of each dead letter, with its original id.
 func dlqReasons(dl []map[string]string) []string {
 	out := make([]string, len(dl))
@@ -500,46 +520,57 @@ func dlqReasons(dl []map[string]string) []string {
 	return out
 }
 
+// TestWorkerOptionsDefaults: a content.fetch loop built with nothing set
+// but its Fetcher and Sink has the documented defaults (docs/settings.md).
 func TestWorkerOptionsDefaults(t *testing.T) {
 	f := fetch.New(fetch.Options{MaxInFlight: 7, MaxFetchTime: 30 * time.Second})
 	defer f.Close()
 	blobs := memory.New(memory.Options{})
-	got := worker.New(nil, worker.Options{Loop: loop.Config{Consumer: "c", Logger: discard}, Fetcher: f, Sink: blobs}).Options()
-	want := worker.Options{
-		Loop: loop.Config{
-			Consumer:               "c",
-			StartID:                "$",
-			ReadBlock:              5 * time.Second,
-			ClaimMinIdle:           60 * time.Second,
-			MaxDeliveryAttempts:    5,
-			BackoffBase:            time.Second,
-			BackoffMax:             30 * time.Second,
-			MaxConsecutiveFailures: 20,
-			DedupeTTL:              86400 * time.Second,
-			Logger:                 discard,
-		},
-		Stream:           "content.fetch",
-		Group:            "replicator.fetch",
-		FactsStream:      "content.blobs",
-		DLQStream:        "content.fetch.dlq",
-		DedupePrefix:     "replicator:cmd:fetch:",
-		Fetcher:          f,
-		Sink:             blobs,
-		MaxHeld:          256, // the floor: 2 × 7 is less
-		MaxHeldPerHost:   64,
-		MaxActivePerHost: 4,
-		DrainTimeout:     40 * time.Second,
+	h := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: f, Sink: blobs, Logger: discard})
+	c := contentfetch.Capability(h)
+	c.Consumer = "c"
+	l := engine.New(nil, engine.Config{Logger: discard}, c)
+	wantConfig := engine.Config{
+		StartID:                "$",
+		ReadBlock:              5 * time.Second,
+		ClaimMinIdle:           60 * time.Second,
+		MaxDeliveryAttempts:    5,
+		BackoffBase:            time.Second,
+		BackoffMax:             30 * time.Second,
+		MaxConsecutiveFailures: 20,
+		DedupeTTL:              86400 * time.Second,
+		Logger:                 discard,
 	}
-	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(worker.Options{}), cmpopts.EquateComparable(slog.Logger{}, f, blobs)); diff != "" {
-		t.Errorf("defaults mismatch (-want +got):\n%s", diff)
+	if diff := cmp.Diff(wantConfig, l.Config(), cmpopts.EquateComparable(slog.Logger{})); diff != "" {
+		t.Errorf("config defaults mismatch (-want +got):\n%s", diff)
+	}
+	want := capability.Capability{
+		Name:            "fetch",
+		MetricsPrefix:   "replicator_",
+		Handler:         h,
+		Stream:          "content.fetch",
+		Group:           "replicator.fetch",
+		FactsStream:     "content.blobs",
+		DLQStream:       "content.fetch.dlq",
+		DedupePrefix:    "replicator:cmd:fetch:",
+		Consumer:        "c",
+		Concurrency:     7,   // the Fetcher's MaxInFlight
+		MaxHeld:         256, // the floor: 2 × 7 is less
+		MaxHeldPerKey:   64,
+		MaxActivePerKey: 4,
+		DrainTimeout:    40 * time.Second,
+	}
+	if diff := cmp.Diff(want, l.Capability(), cmpopts.EquateComparable(h)); diff != "" {
+		t.Errorf("capability defaults mismatch (-want +got):\n%s", diff)
 	}
 	for concurrency, want := range map[int]int{1: 256, 16: 256, 128: 256, 129: 258, 1024: 2048, 10000: 20000} {
-		if got := worker.DefaultMaxHeld(concurrency); got != want {
+		if got := contentfetch.DefaultMaxHeld(concurrency); got != want {
 			t.Errorf("DefaultMaxHeld(%d) = %d, want %d", concurrency, got, want)
 		}
 	}
-	if c := loop.DefaultConsumer(); !strings.HasPrefix(c, "replicator@") {
-		t.Errorf("DefaultConsumer() = %q, want replicator@<hostname>", c)
+	// With no consumer named, the group's first slot.
+	if got := engine.New(nil, engine.Config{Logger: discard}, contentfetch.Capability(h)).Capability().Consumer; got != "replicator-fetch-1" {
+		t.Errorf("default consumer = %q, want replicator-fetch-1", got)
 	}
 }
 
@@ -563,26 +594,26 @@ func spacing(d time.Duration) time.Duration {
 func TestOpenFiles(t *testing.T) {
 	// A connection and a store per request in flight, the idle pool, and
 	// the spare.
-	if got, want := worker.OpenFiles(10000), 20000+fetch.MaxIdleConns+256; got != want {
+	if got, want := contentfetch.OpenFiles(10000), 20000+fetch.MaxIdleConns+256; got != want {
 		t.Errorf("OpenFiles(10000) = %d, want %d", got, want)
 	}
-	if d := worker.OpenFiles(101) - worker.OpenFiles(100); d != 2 {
+	if d := contentfetch.OpenFiles(101) - contentfetch.OpenFiles(100); d != 2 {
 		t.Errorf("each request in flight adds %d files, want 2", d)
 	}
 	// Fitted, a connection per request in flight is all that grows.
-	if d := worker.MinOpenFiles(101) - worker.MinOpenFiles(100); d != 1 {
+	if d := contentfetch.MinOpenFiles(101) - contentfetch.MinOpenFiles(100); d != 1 {
 		t.Errorf("each request in flight adds %d files to the least, want 1", d)
 	}
 	// At the least, the fetcher still has a body streaming and an idle
 	// connection.
 	for _, c := range []int{1, 16, 16384} {
-		storing, idle := fetch.FitOpenFiles(worker.FetcherOpenFiles(uint64(worker.MinOpenFiles(c))), c)
+		storing, idle := fetch.FitOpenFiles(contentfetch.FetcherOpenFiles(uint64(contentfetch.MinOpenFiles(c))), c)
 		if storing < 1 || idle < 1 {
 			t.Errorf("at %d in flight, the least open files leave %d bodies storing and %d idle connections", c, storing, idle)
 		}
 	}
 	for limit, want := range map[uint64]int{0: 0, 1: 1, 20000: 20000 - 256, 1 << 40: math.MaxInt32 - 256} {
-		if got := worker.FetcherOpenFiles(limit); got != want {
+		if got := contentfetch.FetcherOpenFiles(limit); got != want {
 			t.Errorf("FetcherOpenFiles(%d) = %d, want %d", limit, got, want)
 		}
 	}

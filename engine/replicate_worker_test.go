@@ -3,6 +3,7 @@ package engine_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,13 +16,16 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/engine"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
-	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/replicate"
-	"github.com/replicator-go/replicator/replicate/worker"
 	"github.com/replicator-go/replicator/sink"
 	"github.com/replicator-go/replicator/sink/local"
 )
@@ -55,9 +59,10 @@ type lenv struct {
 	upload  atomic.Int32 // status the proxy answers uploads with; 0 passes them
 	gcsCli  *storage.Client
 	maxAtts int
+	reg     prometheus.Registerer // the loop's metrics; nil: none
 }
 
-func newEnv(t *testing.T) *lenv {
+func newReplicateEnv(t *testing.T) *lenv {
 	t.Helper()
 	r := testenv.StartRedis(t)
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{r.Addr}, DisableCache: true})
@@ -106,10 +111,10 @@ func (e *lenv) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	l := worker.New(e.client, worker.Options{
-		Loop: loop.Config{Consumer: "w1", StartID: "0", ReadBlock: 50 * time.Millisecond, ClaimMinIdle: 300 * time.Millisecond,
-			MaxDeliveryAttempts: e.maxAtts, Logger: log},
-		Stream: e.stream, Group: e.group, FactsStream: e.facts, DLQStream: e.dlq, DedupePrefix: e.dedupe,
+	l := newReplicateLoop(e.client, replicateOptions{
+		Loop: engine.Config{StartID: "0", ReadBlock: 50 * time.Millisecond, ClaimMinIdle: 300 * time.Millisecond,
+			MaxDeliveryAttempts: e.maxAtts, Logger: log, Registerer: e.reg},
+		Consumer: "w1", Stream: e.stream, Group: e.group, FactsStream: e.facts, DLQStream: e.dlq, DedupePrefix: e.dedupe,
 		Handler: h,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -221,8 +226,8 @@ func (e *lenv) object(bucket, key string) ([]byte, bool) {
 	return b, true
 }
 
-func TestLoopCompletesAndDedupes(t *testing.T) {
-	e := newEnv(t)
+func TestReplicateLoopCompletesAndDedupes(t *testing.T) {
+	e := newReplicateEnv(t)
 	e.start()
 	data := []byte("the fetched bytes")
 	cmd := e.command("c1", e.store(data))
@@ -251,8 +256,8 @@ func TestLoopCompletesAndDedupes(t *testing.T) {
 	}
 }
 
-func TestLoopRefusalsAreAnnouncedThenDeadLettered(t *testing.T) {
-	e := newEnv(t)
+func TestReplicateLoopRefusalsAreAnnouncedThenDeadLettered(t *testing.T) {
+	e := newReplicateEnv(t)
 	e.start()
 	uri := e.store([]byte("stored"))
 	gone := e.blobs.URI(strings.Repeat("ab", 32))
@@ -336,10 +341,10 @@ func upperHex(uri string) string {
 	return strings.Replace(uri, fp, strings.ToUpper(fp), 1)
 }
 
-// TestLoopAnAliasWritesOnlyUnderItsRoot: a command naming the alias of
+// TestReplicateLoopAnAliasWritesOnlyUnderItsRoot: a command naming the alias of
 // another bucket writes there, under that alias's prefix, and nowhere else.
-func TestLoopAnAliasWritesOnlyUnderItsRoot(t *testing.T) {
-	e := newEnv(t)
+func TestReplicateLoopAnAliasWritesOnlyUnderItsRoot(t *testing.T) {
+	e := newReplicateEnv(t)
 	e.start()
 	data := []byte("for the other bucket")
 	e.addModel(e.command("other", e.store(data), func(c *envelope.ContentReplicate) {
@@ -360,8 +365,8 @@ func TestLoopAnAliasWritesOnlyUnderItsRoot(t *testing.T) {
 	}
 }
 
-func TestLoopFramesRefusedBeforeHandling(t *testing.T) {
-	e := newEnv(t)
+func TestReplicateLoopFramesRefusedBeforeHandling(t *testing.T) {
+	e := newReplicateEnv(t)
 	e.start()
 	uri := e.store([]byte("stored"))
 	future := e.command("v2", uri)
@@ -388,8 +393,8 @@ func TestLoopFramesRefusedBeforeHandling(t *testing.T) {
 	}
 }
 
-func TestLoopProviderTroubleStaysPendingThenCompletes(t *testing.T) {
-	e := newEnv(t)
+func TestReplicateLoopProviderTroubleStaysPendingThenCompletes(t *testing.T) {
+	e := newReplicateEnv(t)
 	e.upload.Store(http.StatusServiceUnavailable)
 	e.start()
 	e.addModel(e.command("c503", e.store([]byte("retried"))))
@@ -407,7 +412,7 @@ func TestLoopProviderTroubleStaysPendingThenCompletes(t *testing.T) {
 	}
 }
 
-func TestLoopProviderRefusalsCloseTheCommand(t *testing.T) {
+func TestReplicateLoopProviderRefusalsCloseTheCommand(t *testing.T) {
 	for _, tc := range []struct {
 		status int
 		want   envelope.ReplicateReason
@@ -417,7 +422,7 @@ func TestLoopProviderRefusalsCloseTheCommand(t *testing.T) {
 		{http.StatusNotFound, envelope.ReplicateReasonProviderDisabled},
 	} {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
-			e := newEnv(t)
+			e := newReplicateEnv(t)
 			e.upload.Store(int32(tc.status))
 			e.start()
 			e.addModel(e.command("c", e.store([]byte("refused"))))
@@ -433,13 +438,13 @@ func TestLoopProviderRefusalsCloseTheCommand(t *testing.T) {
 	}
 }
 
-// TestLoopRedeliveryAfterACrashBetweenWriteAndFact: the object is written
+// TestReplicateLoopRedeliveryAfterACrashBetweenWriteAndFact: the object is written
 // but its fact cannot be published (the facts key holds a string, so every
 // XADD fails), so the command stays pending. Once facts can be published
 // again the redelivery finds the same bytes there and announces the same
 // public_url: one object, one complete fact.
-func TestLoopRedeliveryAfterACrashBetweenWriteAndFact(t *testing.T) {
-	e := newEnv(t)
+func TestReplicateLoopRedeliveryAfterACrashBetweenWriteAndFact(t *testing.T) {
+	e := newReplicateEnv(t)
 	ctx := context.Background()
 	if err := e.client.Do(ctx, e.client.B().Set().Key(e.facts).Value("not a stream").Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -477,12 +482,12 @@ func TestLoopRedeliveryAfterACrashBetweenWriteAndFact(t *testing.T) {
 	testenv.Eventually(t, 5*time.Second, "the ack", func() bool { return e.pending() == 0 && e.deduped("crash") })
 }
 
-// TestLoopUnclassifiedClosesAtTheCeiling: a stored blob that no longer
+// TestReplicateLoopUnclassifiedClosesAtTheCeiling: a stored blob that no longer
 // hashes to its fingerprint is no refusal a reason describes; it stays
 // pending until MaxDeliveryAttempts deliveries, then handler_error with
 // attempts, then the dead letter.
-func TestLoopUnclassifiedClosesAtTheCeiling(t *testing.T) {
-	e := newEnv(t)
+func TestReplicateLoopUnclassifiedClosesAtTheCeiling(t *testing.T) {
+	e := newReplicateEnv(t)
 	uri := e.store([]byte("original bytes"))
 	fp := uri[strings.LastIndex(uri, "/")+1 : len(uri)-len(".bin")]
 	if err := os.WriteFile(e.blobs.Path(fp), []byte("damaged bytes!"), 0o644); err != nil {
@@ -505,4 +510,124 @@ func TestLoopUnclassifiedClosesAtTheCeiling(t *testing.T) {
 	if _, ok := e.object(destBucket, e.prefix+"/a/damaged.txt"); ok {
 		t.Error("damaged bytes were copied")
 	}
+}
+
+// TestReplicateLoopDefaults: a content.replicate loop built with nothing
+// set but its Handler has the defaults the replicate worker had:
+// DefaultConcurrency writes at once in arrival order, twice as many held,
+// a drain of the write timeout plus DrainMargin.
+func TestReplicateLoopDefaults(t *testing.T) {
+	blobs, err := local.New(local.Options{Dir: t.TempDir(), Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := replicate.New(replicate.Options{Source: blobs, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := newReplicateLoop(nil, replicateOptions{Loop: engine.Config{Logger: discard}, Handler: h}).Capability()
+	want := capability.Capability{
+		Name:            "replicate",
+		MetricsPrefix:   "replicator_replicate_",
+		Handler:         h,
+		Stream:          "content.replicate",
+		Group:           "replicator.replicate",
+		FactsStream:     "content.artifacts",
+		DLQStream:       "content.replicate.dlq",
+		DedupePrefix:    "replicator:cmd:replicate:",
+		Consumer:        "replicator-replicate-1",
+		Concurrency:     4,
+		MaxHeld:         8,
+		MaxHeldPerKey:   8, // one queue
+		MaxActivePerKey: 4,
+		DrainTimeout:    130 * time.Second,
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateComparable(h)); diff != "" {
+		t.Errorf("capability defaults mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestReplicateLoopLogLines checks the one line per handled command: stable
+// keys, whatever the outcome.
+func TestReplicateLoopLogLines(t *testing.T) {
+	e := newReplicateEnv(t)
+	e.start()
+	e.addModel(e.command("c-ok", e.store([]byte("logged"))))
+	e.addModel(e.command("c-alias", e.store([]byte("refused")), func(c *envelope.ContentReplicate) { c.CredentialsAlias = "nobody" }))
+	testenv.Eventually(t, 10*time.Second, "both commands settled", func() bool {
+		return len(e.factsNow()) == 2 && e.pending() == 0
+	})
+	keys := []string{"capability", "message_id", "command_id", "credentials_alias", "provider", "destination",
+		"outcome", "reason", "duration_ms", "created"}
+	seen := map[string]bool{}
+	for line := range strings.Lines(e.logs.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		if rec["msg"] != "handled command" {
+			continue
+		}
+		for _, k := range keys {
+			if _, ok := rec[k]; !ok {
+				t.Errorf("handled-command line lacks %q: %s", k, line)
+			}
+		}
+		seen[fmt.Sprint(rec["command_id"], "/", rec["outcome"], "/", rec["created"])] = true
+	}
+	for _, want := range []string{"c-ok/complete/true", "c-alias/permanent/false"} {
+		if !seen[want] {
+			t.Errorf("no handled-command line for %s; saw %v", want, seen)
+		}
+	}
+}
+
+// TestReplicateLoopMetrics checks the names the dashboards and alert rules
+// read (docs/operations.md, Metrics and health).
+func TestReplicateLoopMetrics(t *testing.T) {
+	e := newReplicateEnv(t)
+	reg := prometheus.NewRegistry()
+	e.reg = reg
+	e.start()
+	e.addModel(e.command("c-ok", e.store([]byte("counted"))))
+	e.addModel(e.command("c-alias", e.store([]byte("refused")), func(c *envelope.ContentReplicate) { c.CredentialsAlias = "nobody" }))
+	e.add(map[string]string{"payload": "{", "event_type": "content_replicate"})
+	testenv.Eventually(t, 10*time.Second, "every command settled", func() bool {
+		return len(e.entries(e.dlq)) == 2 && len(e.factsNow()) == 2 && e.pending() == 0
+	})
+	got := gather(t, reg)
+	want := map[string]float64{
+		`replicator_replicate_commands_total{outcome="complete",reason=""}`:               1,
+		`replicator_replicate_commands_total{outcome="permanent",reason="alias_unknown"}`: 1,
+		`replicator_replicate_commands_total{outcome="refused",reason="malformed_frame"}`: 1,
+		`replicator_replicate_dlq_writes_total{reason="alias_unknown"}`:                   1,
+		`replicator_replicate_dlq_writes_total{reason="malformed_frame"}`:                 1,
+		`replicator_replicate_duration_seconds{outcome="complete"}`:                       1, // sample count
+		`replicator_replicate_handlers_busy`:                                              0,
+		`replicator_replicate_held_commands`:                                              0,
+		`replicator_replicate_unwritten_fates`:                                            0,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (exported %v), want %v", k, g, ok, v)
+		}
+	}
+	// Counters without labels are exported at zero; broker_failures_total,
+	// by op, only once an op has failed.
+	for _, name := range []string{"replicator_replicate_reclaimed_total", "replicator_replicate_cycle_failures_total"} {
+		if !exported(reg, name) {
+			t.Errorf("%s is not exported", name)
+		}
+	}
+}
+
+// exported reports whether reg has a metric family named name.
+func exported(reg *prometheus.Registry, name string) bool {
+	families, _ := reg.Gather()
+	for _, f := range families {
+		if f.GetName() == name {
+			return true
+		}
+	}
+	return false
 }

@@ -222,12 +222,14 @@ func (r *run) handle(h *task) {
 	requeue := !r.stopping && !h.lost
 	if l.sched.Done(h, out, requeue, l.clock.now()) {
 		h.state = waiting
+		// Read under the lock: once started again, h is another handler's.
+		parks := h.parks
 		r.startLocked(l.clock.now())
 		r.mu.Unlock()
 		l.o.Metrics.count(capability.Park.String(), out.Reason, 1)
 		l.o.Logger.LogAttrs(r.writeCtx, slog.LevelDebug, "parked a command until it is due",
 			append(commandAttrs(h), slog.String("reason", out.Reason),
-				slog.Int64("park_ms", out.Wait.Milliseconds()), slog.Int("parks", h.parks))...)
+				slog.Int64("park_ms", out.Wait.Milliseconds()), slog.Int("parks", parks))...)
 		return
 	}
 	r.startLocked(l.clock.now())

@@ -60,9 +60,13 @@ func (h *Handler) Decode(fields map[string]string) (*capability.Command, error) 
 	}, err
 }
 
-// Handle replicates a command Decode made (Replicate).
+// Handle replicates a command Decode made (Replicate). Its line says
+// whether the object was created, whatever the outcome: the keys of the
+// line per handled command are stable.
 func (h *Handler) Handle(ctx context.Context, c *capability.Command) capability.Outcome {
-	return h.Replicate(ctx, c.Value.(*envelope.ContentReplicate)).Outcome
+	out := h.Replicate(ctx, c.Value.(*envelope.ContentReplicate))
+	out.Attrs = append(out.Attrs, slog.Bool("created", out.Created))
+	return out.Outcome
 }
 
 // Failed builds the replication_failed of a reason the engine owns:

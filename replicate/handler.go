@@ -225,6 +225,5 @@ func (h *Handler) complete(cmd *envelope.ContentReplicate, publicURL string, cre
 			SourceRevisionID:  cmd.SourceRevisionID,
 			InfoSourceID:      cmd.InfoSourceID,
 		},
-		Attrs: []slog.Attr{slog.Bool("created", created)},
 	}, Created: created}
 }
