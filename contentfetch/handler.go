@@ -232,5 +232,5 @@ func (h *Handler) logUnbidden304(ctx context.Context, cmd *envelope.ContentFetch
 		}
 	}
 	h.log.WarnContext(ctx, "origin answered 304 to a command that sent no validator",
-		"command_id", cmd.CommandID, "url", envelope.RedactURL(cmd.URL), "status_code", http.StatusNotModified)
+		"command_id", cmd.CommandID, "url", guard.RedactURL(cmd.URL), "status_code", http.StatusNotModified)
 }

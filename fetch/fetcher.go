@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch/robots"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/policy"
@@ -330,7 +329,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 			drain(resp.Body)
 			f.inFlight.release()
 			if hop >= f.maxRedirects {
-				return nil, fmt.Errorf("%w: more than %d redirects from %s", ErrNotFetchable, f.maxRedirects, envelope.RedactURL(req.URL))
+				return nil, fmt.Errorf("%w: more than %d redirects from %s", ErrNotFetchable, f.maxRedirects, guard.RedactURL(req.URL))
 			}
 			if next.err != nil {
 				return nil, next.err

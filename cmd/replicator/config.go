@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/contentfetch/worker"
-	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/loop"
 	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/replicate"
@@ -716,7 +716,7 @@ func loadSettings(command reader, lookup func(string) (string, bool)) (Config, e
 		if err != nil {
 			shown := v
 			if s.secret {
-				shown = envelope.RedactURL(v)
+				shown = guard.RedactURL(v)
 			}
 			errs = append(errs, fmt.Errorf("%w: %s=%q: %v", errSetting, s.name, shown, err))
 		}
