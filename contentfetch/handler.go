@@ -150,7 +150,7 @@ func (h *Handler) Handle(ctx context.Context, cmd *envelope.ContentFetch, stop <
 
 	opts, err := guard.SanitizeOptions(cmd.Headers, cmd.TimeoutSeconds, h.maxTimeout)
 	if err != nil {
-		return h.permanent(cmd, envelope.ReasonInvalidRequestOptions, err, 0, nil)
+		return h.classify(cmd, nil, err)
 	}
 	req := fetch.Request{URL: cmd.URL, Headers: opts.Headers, Timeout: opts.Timeout, PacingWait: h.pacingWait(stop)}
 	res, err := h.fetcher.Fetch(ctx, req, h.sink)
@@ -184,8 +184,8 @@ func (h *Handler) pacingWait(stop <-chan struct{}) func(ctx context.Context, hos
 func (h *Handler) classify(cmd *envelope.ContentFetch, res *fetch.Result, err error) Outcome {
 	c := fetch.Classify(err)
 	switch {
-	case c.Permanent:
-		return h.permanent(cmd, c.Reason, err, c.StatusCode, res)
+	case c.Permanent():
+		return h.permanent(cmd, reason(c.Cause), err, c.StatusCode, res)
 	case errors.Is(err, sink.ErrPermanent):
 		out := Outcome{Kind: Unclassified, Err: err, Result: res}
 		if res != nil {
