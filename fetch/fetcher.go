@@ -44,9 +44,9 @@ type Options struct {
 	// once, so that a process fits its open-file limit: a connection per
 	// request in flight, the sink's file or upload while a body streams to
 	// it, and idle connections kept for reuse. What MaxInFlight leaves is
-	// shared between the last two (FitOpenFiles). It needs MaxInFlight and
-	// is ignored without it. Zero means no bound: every body may stream at
-	// once, with MaxIdleConns idle connections.
+	// shared between the last two (Options.OpenFiles). It needs MaxInFlight
+	// and is ignored without it. Zero means no bound: every body may stream
+	// at once, with 4,096 idle connections.
 	MaxOpenFiles int
 	// MaxBodyBytes bounds the bytes stored, counted after the content
 	// codings are removed. Zero means DefaultMaxBodyBytes.
@@ -133,14 +133,12 @@ func New(opts Options) *Fetcher {
 		}
 		f.pacer = policy.NewLocal(policy.LocalOptions{Floors: floors})
 	}
-	idle := MaxIdleConns
+	storing, idle := opts.OpenFiles()
 	if opts.MaxInFlight > 0 {
 		f.inFlight = make(places, opts.MaxInFlight)
-		if opts.MaxOpenFiles > 0 {
-			var storing int
-			storing, idle = FitOpenFiles(opts.MaxOpenFiles, opts.MaxInFlight)
-			f.storing = make(places, storing)
-		}
+	}
+	if storing > 0 {
+		f.storing = make(places, storing)
 	}
 	if f.maxBody <= 0 {
 		f.maxBody = DefaultMaxBodyBytes
