@@ -46,7 +46,7 @@ type Options struct {
 	// it, and idle connections kept for reuse. What MaxInFlight leaves is
 	// shared between the last two (Options.OpenFiles). It needs MaxInFlight
 	// and is ignored without it. Zero means no bound: every body may stream
-	// at once, with 4,096 idle connections.
+	// at once, with the whole idle pool.
 	MaxOpenFiles int
 	// MaxBodyBytes bounds the bytes stored, counted after the content
 	// codings are removed. Zero means DefaultMaxBodyBytes.

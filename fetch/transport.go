@@ -29,7 +29,7 @@ const maxIdleConns = 4096
 // Under MaxOpenFiles (with MaxInFlight) what is left once each request has
 // its connection goes half to bodies streaming to the sink, at least one
 // and at most one per request, the rest to idle connections, at most the
-// 4,096 a Fetcher keeps without it. A MaxOpenFiles of MaxInFlight or less
+// pool a Fetcher keeps without it. A MaxOpenFiles of MaxInFlight or less
 // cannot be met: one body still streams at a time, with no idle
 // connection.
 func (o Options) OpenFiles() (storing, idle int) {
