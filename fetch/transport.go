@@ -106,9 +106,3 @@ func newTransport(g *guard.Guard, tlsConfig *tls.Config, idle, perHost int, prox
 	}
 	return t
 }
-
-// FitOpenFiles is Options{MaxInFlight: maxInFlight, MaxOpenFiles:
-// maxOpenFiles}.OpenFiles().
-func FitOpenFiles(maxOpenFiles, maxInFlight int) (storing, idle int) {
-	return Options{MaxInFlight: maxInFlight, MaxOpenFiles: maxOpenFiles}.OpenFiles()
-}

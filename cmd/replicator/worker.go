@@ -20,7 +20,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/contentfetch/worker"
-	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/loop"
@@ -97,7 +96,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("replicator starting",
 		"version", fetch.Version(),
-		"redis_url", envelope.RedactURL(cfg.RedisURL),
+		"redis_url", guard.RedactURL(cfg.RedisURL),
 		"blob_backend", cfg.BlobBackend,
 		"group", cfg.ConsumerGroup,
 		"consumer", cfg.ConsumerName,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/consume"
 	"github.com/replicator-go/replicator/policy"
 )
@@ -38,7 +39,7 @@ func (c *capability) Decode(fields map[string]string) consume.Decoded[*task] {
 	if cmd != nil {
 		d.CommandID = cmd.CommandID
 		d.Attrs = make([]slog.Attr, 2, 3) // and host, for a command handled
-		d.Attrs[0], d.Attrs[1] = slog.String("command_id", cmd.CommandID), slog.String("url", envelope.RedactURL(cmd.URL))
+		d.Attrs[0], d.Attrs[1] = slog.String("command_id", cmd.CommandID), slog.String("url", guard.RedactURL(cmd.URL))
 	}
 	if d.Refuse(err, cmd != nil, func() envelope.Model {
 		// occurred_at is stamped when the loop publishes it.
@@ -125,7 +126,7 @@ func (c *capability) Observe(h *held, out contentfetch.Outcome) {
 	r.AddAttrs(
 		slog.String("message_id", h.ID),
 		slog.String("command_id", h.CommandID),
-		slog.String("url", envelope.RedactURL(h.Command.cmd.URL)),
+		slog.String("url", guard.RedactURL(h.Command.cmd.URL)),
 		slog.String("host", h.Key),
 		slog.String("outcome", out.Kind.String()),
 		slog.String("reason", string(out.Reason)),

@@ -576,7 +576,7 @@ func TestOpenFiles(t *testing.T) {
 	// At the least, the fetcher still has a body streaming and an idle
 	// connection.
 	for _, c := range []int{1, 16, 16384} {
-		storing, idle := fetch.FitOpenFiles(worker.FetcherOpenFiles(uint64(worker.MinOpenFiles(c))), c)
+		storing, idle := fetch.Options{MaxInFlight: c, MaxOpenFiles: worker.FetcherOpenFiles(uint64(worker.MinOpenFiles(c)))}.OpenFiles()
 		if storing < 1 || idle < 1 {
 			t.Errorf("at %d in flight, the least open files leave %d bodies storing and %d idle connections", c, storing, idle)
 		}
