@@ -9,6 +9,7 @@ import (
 
 	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/policy"
 )
 
@@ -88,7 +89,7 @@ func (h *Handler) Decode(fields map[string]string) (*capability.Command, error) 
 		Key:   key,
 		Value: cmd,
 		Attrs: []slog.Attr{slog.String("command_id", cmd.CommandID),
-			slog.String("url", envelope.RedactURL(cmd.URL)), slog.String("host", key)},
+			slog.String("url", guard.RedactURL(cmd.URL)), slog.String("host", key)},
 	}, err
 }
 

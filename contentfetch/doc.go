@@ -10,7 +10,8 @@
 //
 // Handle checks the command's request options, then fetches it (every
 // refusal happens before anything reaches the origin) and maps what
-// happened onto the contract's outcomes, through fetch.Classify:
+// happened onto the contract's outcomes, through fetch.Classify and the
+// reason token of each fetch.Cause:
 //
 //	refused headers or timeout_seconds      Permanent  invalid_request_options
 //	not http(s), no host, an 11th redirect, Permanent  not_fetchable

@@ -133,7 +133,7 @@ func (h *Handler) Fetch(ctx context.Context, cmd *envelope.ContentFetch, stop <-
 
 	opts, err := guard.SanitizeOptions(cmd.Headers, cmd.TimeoutSeconds, h.maxTimeout)
 	if err != nil {
-		return h.permanent(cmd, envelope.ReasonInvalidRequestOptions, err, 0, nil)
+		return h.classify(cmd, nil, err)
 	}
 	req := fetch.Request{URL: cmd.URL, Headers: opts.Headers, Timeout: opts.Timeout, PacingWait: h.pacingWait(stop)}
 	res, err := h.fetcher.Fetch(ctx, req, h.sink)
@@ -169,8 +169,8 @@ func (h *Handler) pacingWait(stop <-chan struct{}) func(ctx context.Context, hos
 func (h *Handler) classify(cmd *envelope.ContentFetch, res *fetch.Result, err error) Outcome {
 	c := fetch.Classify(err)
 	switch {
-	case c.Permanent:
-		return h.permanent(cmd, c.Reason, err, c.StatusCode, res)
+	case c.Permanent():
+		return h.permanent(cmd, reason(c.Cause), err, c.StatusCode, res)
 	case errors.Is(err, sink.ErrPermanent):
 		return withResult(Outcome{Outcome: capability.Outcome{Err: err}}, res)
 	}
@@ -250,5 +250,5 @@ func (h *Handler) logUnbidden304(ctx context.Context, cmd *envelope.ContentFetch
 		}
 	}
 	h.log.WarnContext(ctx, "origin answered 304 to a command that sent no validator",
-		"command_id", cmd.CommandID, "url", envelope.RedactURL(cmd.URL), "status_code", http.StatusNotModified)
+		"command_id", cmd.CommandID, "url", guard.RedactURL(cmd.URL), "status_code", http.StatusNotModified)
 }

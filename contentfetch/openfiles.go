@@ -10,10 +10,11 @@ import (
 // concurrency requests in flight may hold at once when nothing bounds
 // them: for each request its connection and, while the body streams to
 // the sink, the sink's file or upload; the Fetcher's idle connections
-// (fetch.MaxIdleConns); and openFilesSpare for Redis, the metrics
+// (fetch.Options.OpenFiles); and openFilesSpare for Redis, the metrics
 // listener, the blob tree and logs (docs/operations.md, Open files).
 func OpenFiles(concurrency int) int {
-	return 2*concurrency + fetch.MaxIdleConns + openFilesSpare
+	_, idle := fetch.Options{}.OpenFiles()
+	return 2*concurrency + idle + openFilesSpare
 }
 
 // MinOpenFiles is the lowest open-file limit a worker at concurrency fits

@@ -594,7 +594,7 @@ func spacing(d time.Duration) time.Duration {
 func TestOpenFiles(t *testing.T) {
 	// A connection and a store per request in flight, the idle pool, and
 	// the spare.
-	if got, want := contentfetch.OpenFiles(10000), 20000+fetch.MaxIdleConns+256; got != want {
+	if got, want := contentfetch.OpenFiles(10000), 20000+idleConns()+256; got != want {
 		t.Errorf("OpenFiles(10000) = %d, want %d", got, want)
 	}
 	if d := contentfetch.OpenFiles(101) - contentfetch.OpenFiles(100); d != 2 {
@@ -607,7 +607,7 @@ func TestOpenFiles(t *testing.T) {
 	// At the least, the fetcher still has a body streaming and an idle
 	// connection.
 	for _, c := range []int{1, 16, 16384} {
-		storing, idle := fetch.FitOpenFiles(contentfetch.FetcherOpenFiles(uint64(contentfetch.MinOpenFiles(c))), c)
+		storing, idle := fetch.Options{MaxInFlight: c, MaxOpenFiles: contentfetch.FetcherOpenFiles(uint64(contentfetch.MinOpenFiles(c)))}.OpenFiles()
 		if storing < 1 || idle < 1 {
 			t.Errorf("at %d in flight, the least open files leave %d bodies storing and %d idle connections", c, storing, idle)
 		}
@@ -617,4 +617,10 @@ func TestOpenFiles(t *testing.T) {
 			t.Errorf("FetcherOpenFiles(%d) = %d, want %d", limit, got, want)
 		}
 	}
+}
+
+// idleConns is the idle-connection pool of a Fetcher left unbounded.
+func idleConns() int {
+	_, idle := fetch.Options{}.OpenFiles()
+	return idle
 }

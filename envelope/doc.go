@@ -86,9 +86,6 @@
 //
 // Errors name fields, never header values.
 //
-// # Showing a URL
-//
-// A command's URL may carry credentials in its userinfo. RedactURL is the
-// one form in which the worker, its tools and the examples show a URL to a
-// person: the userinfo, name and password, becomes "xxxxx".
+// A command's URL may carry credentials in its userinfo: show it to a person
+// through guard.RedactURL.
 package envelope

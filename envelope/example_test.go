@@ -146,14 +146,6 @@ func ExampleToWire_replicationFailed() {
 	// {"schema_version":1,"event_type":"replication_failed","occurred_at":"2026-11-29T23:20:03.000000Z","command_id":"rep-1","info_item_rep_spec_id":"iirs-1","source_revision_id":"rev-1","info_source_id":"isrc-1","reason":"alias_unknown","terminal":true,"attempts":null,"detail":"the alias named by this command is not provisioned on this host"}
 }
 
-func ExampleRedactURL() {
-	fmt.Println(envelope.RedactURL("https://reader:s3cret@origin.example/feed.xml"))
-	fmt.Println(envelope.RedactURL("https://origin.example/feed.xml"))
-	// Output:
-	// https://xxxxx@origin.example/feed.xml
-	// https://origin.example/feed.xml
-}
-
 func ExampleToFrame() {
 	fact := &envelope.FetchFailed{
 		SchemaVersion: envelope.SchemaVersion,

@@ -208,8 +208,8 @@ func TestCheckURL(t *testing.T) {
 				if fetch.Retryable(err) {
 					t.Errorf("a refusal is retryable")
 				}
-				if c := fetch.Classify(err); !c.Permanent || c.Reason != envelope.ReasonDestinationRefused {
-					t.Errorf("Classify = %+v, want permanent destination_refused", c)
+				if c := fetch.Classify(err); c.Cause != fetch.CauseRefused {
+					t.Errorf("Classify = %+v, want permanent, refused", c)
 				}
 			}
 			want := make([]string, len(tt.wantCalls))

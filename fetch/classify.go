@@ -6,22 +6,21 @@ import (
 	"crypto/x509"
 	"errors"
 	"net/http"
+	"strconv"
 
-	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/sink"
 )
 
 // Class is what a failure means: whether the same request would fail the
-// same way (Permanent, with the contract's reason token), and whether
-// trying again soon could help (Retry). A failure that is neither is
-// transient: it may heal later.
+// same way (Permanent, and why: Cause), and whether trying again soon could
+// help (Retry). A failure that is neither is transient: it may heal later.
 type Class struct {
-	// Permanent reports that asking again cannot succeed.
-	Permanent bool
-	// Reason is the failure token of a Permanent failure.
-	Reason envelope.Reason
-	// StatusCode is the final response's status for http_status.
+	// Cause is why a permanent failure cannot succeed; CauseNone for any
+	// other failure.
+	Cause Cause
+	// StatusCode is the final response's status when Cause is
+	// CauseStatus.
 	StatusCode int
 	// Retry reports whether another attempt soon might succeed: the origin
 	// or the network failed. Other transient failures may heal later, but
@@ -29,15 +28,61 @@ type Class struct {
 	Retry bool
 }
 
+// Permanent reports that asking again cannot succeed.
+func (c Class) Permanent() bool { return c.Cause != CauseNone }
+
+// Cause is why a permanent failure cannot succeed, in the fetcher's terms.
+// A caller that reports failures maps each onto its own vocabulary (the
+// content.fetch handler onto the contract's reason tokens,
+// docs/taxonomy.md).
+type Cause uint8
+
+// The causes of a permanent failure.
+const (
+	// CauseNone is the cause of a failure that is not permanent.
+	CauseNone Cause = iota
+	// CauseRefused: the destination guard (guard.ErrRefused) or a CheckURL
+	// hook (ErrURLRefused) refused a hop; nothing was sent there.
+	CauseRefused
+	// CauseNotFetchable: a URL, asked for or a redirect's target, cannot be
+	// fetched (ErrNotFetchable): not http or https with a host, unparsable,
+	// a host with no ASCII form (guard.ErrInvalidHost), or one redirect
+	// past the limit.
+	CauseNotFetchable
+	// CauseInvalidOptions: the request's headers or timeout failed the
+	// sanitizer (guard.ErrInvalidOptions); nothing was sent.
+	CauseInvalidOptions
+	// CauseTooLarge: the body is over the size limit (ErrTooLarge); nothing
+	// was stored.
+	CauseTooLarge
+	// CauseRobotsDisallowed: the origin's robots.txt refuses a hop
+	// (ErrRobotsDisallowed); nothing was sent to it.
+	CauseRobotsDisallowed
+	// CauseStatus: the final response's status (*StatusError,
+	// Class.StatusCode) is one that will not heal.
+	CauseStatus
+	causeCount
+)
+
+var causeNames = [causeCount]string{"none", "refused", "not fetchable", "invalid options", "too large", "robots disallowed", "status"}
+
+// String names the cause, for logs and tests.
+func (c Cause) String() string {
+	if c < causeCount {
+		return causeNames[c]
+	}
+	return "Cause(" + strconv.Itoa(int(c)) + ")"
+}
+
 // Classify is the one classification of failures, shared by Get (its
 // retries) and the content.fetch handler (a command's outcome):
 //
-//	ErrURLRefused, guard.ErrRefused           Permanent  destination_refused
-//	ErrNotFetchable, guard.ErrInvalidHost     Permanent  not_fetchable
-//	guard.ErrInvalidOptions                   Permanent  invalid_request_options
-//	ErrTooLarge                               Permanent  too_large
-//	ErrRobotsDisallowed                       Permanent  robots_disallowed
-//	*StatusError other than the below         Permanent  http_status
+//	ErrURLRefused, guard.ErrRefused           Permanent  CauseRefused
+//	ErrNotFetchable, guard.ErrInvalidHost     Permanent  CauseNotFetchable
+//	guard.ErrInvalidOptions                   Permanent  CauseInvalidOptions
+//	ErrTooLarge                               Permanent  CauseTooLarge
+//	ErrRobotsDisallowed                       Permanent  CauseRobotsDisallowed
+//	*StatusError other than the below         Permanent  CauseStatus
 //	*StatusError 5xx (500-599), 408, 429;     Retry
 //	  ErrNetwork, guard.ErrResolve,
 //	  ErrTimeout, ErrDeadline
@@ -54,23 +99,23 @@ func Classify(err error) Class {
 	case errors.Is(err, ErrURLRefused):
 		// First: the hook's own error, also wrapped, may name any sentinel,
 		// and a refusal stays a refusal whatever it says.
-		return Class{Permanent: true, Reason: envelope.ReasonDestinationRefused}
+		return Class{Cause: CauseRefused}
 	case errors.Is(err, sink.ErrPermanent):
-		// The origin did nothing wrong, so no reason token fits, and
-		// retrying will not help until an operator mends the grant.
+		// The origin did nothing wrong, so no cause fits, and retrying
+		// will not help until an operator mends the grant.
 		return Class{}
 	case errors.Is(err, ErrNotFetchable), errors.Is(err, guard.ErrInvalidHost):
 		// A host with no ASCII form can never be dialed: the URL is as
 		// unusable as one that does not parse.
-		return Class{Permanent: true, Reason: envelope.ReasonNotFetchable}
+		return Class{Cause: CauseNotFetchable}
 	case errors.Is(err, guard.ErrInvalidOptions):
-		return Class{Permanent: true, Reason: envelope.ReasonInvalidRequestOptions}
+		return Class{Cause: CauseInvalidOptions}
 	case errors.Is(err, guard.ErrRefused):
-		return Class{Permanent: true, Reason: envelope.ReasonDestinationRefused}
+		return Class{Cause: CauseRefused}
 	case errors.Is(err, ErrTooLarge):
-		return Class{Permanent: true, Reason: envelope.ReasonTooLarge}
+		return Class{Cause: CauseTooLarge}
 	case errors.Is(err, ErrRobotsDisallowed):
-		return Class{Permanent: true, Reason: envelope.ReasonRobotsDisallowed}
+		return Class{Cause: CauseRobotsDisallowed}
 	case errors.Is(err, ErrRobotsUnreachable):
 		// Refused from the cache until its back-off ends: retrying within
 		// seconds would be refused the same way.
@@ -79,7 +124,7 @@ func Classify(err error) Class {
 		if statusTransient(status.StatusCode) {
 			return Class{Retry: true}
 		}
-		return Class{Permanent: true, Reason: envelope.ReasonHTTPStatus, StatusCode: status.StatusCode}
+		return Class{Cause: CauseStatus, StatusCode: status.StatusCode}
 	case errors.Is(err, ErrDeadline), errors.Is(err, ErrTimeout):
 		// The fetch's own bounds, told apart from the caller's below.
 		return Class{Retry: true}

@@ -46,7 +46,7 @@ func TestClientRefusesRedirectToPrivate(t *testing.T) {
 		resp.Body.Close()
 		t.Fatal("the redirect to 127.0.0.2 was followed")
 	}
-	if !errors.Is(err, guard.ErrRefused) || fetch.Classify(err).Reason != "destination_refused" {
+	if !errors.Is(err, guard.ErrRefused) || fetch.Classify(err).Cause != fetch.CauseRefused {
 		t.Fatalf("err = %v, want a guard refusal", err)
 	}
 	if n := tw.Hits(); n != 0 {
@@ -121,7 +121,7 @@ func TestTransportObeysRobotsForTheRequestAgent(t *testing.T) {
 	if err := get("/public", "othercrawler/2.0"); err != nil {
 		t.Fatalf("othercrawler on /public: %v", err)
 	}
-	if err := get("/private", "othercrawler/2.0"); !errors.Is(err, fetch.ErrRobotsDisallowed) || fetch.Classify(err).Reason != "robots_disallowed" {
+	if err := get("/private", "othercrawler/2.0"); !errors.Is(err, fetch.ErrRobotsDisallowed) || fetch.Classify(err).Cause != fetch.CauseRobotsDisallowed {
 		t.Fatalf("othercrawler on /private: err = %v, want ErrRobotsDisallowed", err)
 	}
 	if err := get("/public", ""); !errors.Is(err, fetch.ErrRobotsDisallowed) {

@@ -7,7 +7,8 @@
 // before anything reaches the origin. Fetcher.Get adds retries with
 // jittered backoff, a conditional Cache, kind detection and a per-hop
 // CheckURL; Classify is the one classification of failures, shared with
-// the content.fetch handler (docs/taxonomy.md). Feed discovery is package
+// the content.fetch handler, which turns a permanent failure's Cause into
+// the contract's reason token (docs/taxonomy.md). Feed discovery is package
 // fetch/feed; the content.fetch handler is package contentfetch.
 //
 // No error, log line or fact detail ever carries a header value, and URLs

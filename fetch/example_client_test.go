@@ -51,11 +51,11 @@ func ExampleNewClient() {
 
 	_, err = c.Get(origin.URL + "/moved")
 	fmt.Println("refused:", errors.Is(err, guard.ErrRefused))
-	fmt.Println("reason:", fetch.Classify(err).Reason)
+	fmt.Println("cause:", fetch.Classify(err).Cause)
 	// Output:
 	// 200 hello
 	// refused: true
-	// reason: destination_refused
+	// cause: refused
 }
 
 // A Transport goes where a library wants an http.RoundTripper (a

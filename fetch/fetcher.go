@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch/robots"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/policy"
@@ -45,9 +44,9 @@ type Options struct {
 	// once, so that a process fits its open-file limit: a connection per
 	// request in flight, the sink's file or upload while a body streams to
 	// it, and idle connections kept for reuse. What MaxInFlight leaves is
-	// shared between the last two (FitOpenFiles). It needs MaxInFlight and
-	// is ignored without it. Zero means no bound: every body may stream at
-	// once, with MaxIdleConns idle connections.
+	// shared between the last two (Options.OpenFiles). It needs MaxInFlight
+	// and is ignored without it. Zero means no bound: every body may stream
+	// at once, with the whole idle pool.
 	MaxOpenFiles int
 	// MaxBodyBytes bounds the bytes stored, counted after the content
 	// codings are removed. Zero means DefaultMaxBodyBytes.
@@ -134,14 +133,12 @@ func New(opts Options) *Fetcher {
 		}
 		f.pacer = policy.NewLocal(policy.LocalOptions{Floors: floors})
 	}
-	idle := MaxIdleConns
+	storing, idle := opts.OpenFiles()
 	if opts.MaxInFlight > 0 {
 		f.inFlight = make(places, opts.MaxInFlight)
-		if opts.MaxOpenFiles > 0 {
-			var storing int
-			storing, idle = FitOpenFiles(opts.MaxOpenFiles, opts.MaxInFlight)
-			f.storing = make(places, storing)
-		}
+	}
+	if storing > 0 {
+		f.storing = make(places, storing)
 	}
 	if f.maxBody <= 0 {
 		f.maxBody = DefaultMaxBodyBytes
@@ -330,7 +327,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request, dst sink.Sink) (*Resul
 			drain(resp.Body)
 			f.inFlight.release()
 			if hop >= f.maxRedirects {
-				return nil, fmt.Errorf("%w: more than %d redirects from %s", ErrNotFetchable, f.maxRedirects, envelope.RedactURL(req.URL))
+				return nil, fmt.Errorf("%w: more than %d redirects from %s", ErrNotFetchable, f.maxRedirects, guard.RedactURL(req.URL))
 			}
 			if next.err != nil {
 				return nil, next.err

@@ -18,13 +18,17 @@ import (
 	"github.com/replicator-go/replicator/sink/memory"
 )
 
-func TestFitOpenFiles(t *testing.T) {
+func TestOptionsOpenFiles(t *testing.T) {
+	_, pool := fetch.Options{}.OpenFiles()
 	tests := []struct {
 		open, inFlight        int
 		wantStoring, wantIdle int
 	}{
+		// No bound: every body at once, the whole idle pool.
+		{open: 0, inFlight: 1024, wantStoring: 0, wantIdle: pool},
+		{open: 1000, inFlight: 0, wantStoring: 0, wantIdle: pool},
 		// Room for everything: a store per request, the whole idle pool.
-		{open: 65536 - 256, inFlight: 1024, wantStoring: 1024, wantIdle: fetch.MaxIdleConns},
+		{open: 65536 - 256, inFlight: 1024, wantStoring: 1024, wantIdle: pool},
 		// 16,384 in flight under a limit of 20,000: 3,360 left, halved.
 		{open: 20000 - 256, inFlight: 16384, wantStoring: 1680, wantIdle: 1680},
 		// The idle pool takes what the stores cannot use, up to its bound.
@@ -34,9 +38,9 @@ func TestFitOpenFiles(t *testing.T) {
 		{open: 102, inFlight: 100, wantStoring: 1, wantIdle: 1},
 	}
 	for _, tt := range tests {
-		storing, idle := fetch.FitOpenFiles(tt.open, tt.inFlight)
+		storing, idle := fetch.Options{MaxOpenFiles: tt.open, MaxInFlight: tt.inFlight}.OpenFiles()
 		if storing != tt.wantStoring || idle != tt.wantIdle {
-			t.Errorf("FitOpenFiles(%d, %d) = %d, %d; want %d, %d", tt.open, tt.inFlight, storing, idle, tt.wantStoring, tt.wantIdle)
+			t.Errorf("Options{MaxOpenFiles: %d, MaxInFlight: %d}.OpenFiles() = %d, %d; want %d, %d", tt.open, tt.inFlight, storing, idle, tt.wantStoring, tt.wantIdle)
 		}
 	}
 }

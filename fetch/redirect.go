@@ -7,14 +7,14 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/guard"
 )
 
 // parseTarget accepts an absolute http or https URL with a host.
 func parseTarget(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s does not parse", ErrNotFetchable, envelope.RedactURL(raw))
+		return nil, fmt.Errorf("%w: %s does not parse", ErrNotFetchable, guard.RedactURL(raw))
 	}
 	return u, Fetchable(u)
 }
@@ -146,5 +146,5 @@ func (f *Fetcher) agentFor(headers map[string]string) string {
 }
 
 // shown is u as logs and errors show it, its userinfo hidden
-// (envelope.RedactURL).
-func shown(u *url.URL) string { return envelope.RedactURL(u.String()) }
+// (guard.RedactURL).
+func shown(u *url.URL) string { return guard.RedactURL(u.String()) }

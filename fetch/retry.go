@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink"
@@ -137,7 +136,7 @@ func (f *Fetcher) Get(ctx context.Context, url string, opts GetOptions) (*Docume
 			return nil, err
 		}
 		wait := retryDelay(err, attempt-1, base, f.clock.now(), rand.Float64())
-		f.log.DebugContext(ctx, "retrying fetch", "url", envelope.RedactURL(url), "attempt", attempt, "wait_ms", wait.Milliseconds(), "error", err)
+		f.log.DebugContext(ctx, "retrying fetch", "url", guard.RedactURL(url), "attempt", attempt, "wait_ms", wait.Milliseconds(), "error", err)
 		if err := f.clock.sleep(ctx, wait); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()

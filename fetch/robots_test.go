@@ -136,8 +136,8 @@ func TestRobotsDisallowedNeverRequested(t *testing.T) {
 	if !errors.Is(err, fetch.ErrRobotsDisallowed) {
 		t.Fatalf("error = %v, want ErrRobotsDisallowed", err)
 	}
-	if c := fetch.Classify(err); !c.Permanent || c.Reason != envelope.ReasonRobotsDisallowed || c.Retry {
-		t.Errorf("Classify = %+v, want permanent robots_disallowed", c)
+	if c := fetch.Classify(err); c.Cause != fetch.CauseRobotsDisallowed || c.Retry {
+		t.Errorf("Classify = %+v, want permanent, robots disallowed", c)
 	}
 	doc, err := get(t, h, "origin.test", "/public")
 	if err != nil {
@@ -220,7 +220,7 @@ func TestRobotsStatus(t *testing.T) {
 			if !errors.Is(err, fetch.ErrRobotsUnreachable) {
 				t.Fatalf("error = %v, want ErrRobotsUnreachable", err)
 			}
-			if c := fetch.Classify(err); c.Permanent {
+			if c := fetch.Classify(err); c.Permanent() {
 				t.Errorf("Classify = %+v, want transient", c)
 			}
 			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/page")))

@@ -10,22 +10,31 @@ import (
 	"github.com/replicator-go/replicator/guard"
 )
 
-// MaxIdleConns is how many idle connections a Fetcher keeps for reuse,
-// over all hosts, each for up to 90 s; one host keeps at most as many as
-// Options.MaxInFlight lets be in flight. With its requests in flight they
-// bound the sockets it holds open.
-const MaxIdleConns = 4096
+// maxIdleConns is how many idle connections a Fetcher keeps for reuse,
+// over all hosts, each for up to 90 s, when Options.MaxOpenFiles does not
+// bound it; one host keeps at most as many as Options.MaxInFlight lets be
+// in flight. With its requests in flight they bound the sockets it holds
+// open.
+const maxIdleConns = 4096
 
-// FitOpenFiles splits the descriptors left by maxOpenFiles once each of
-// maxInFlight requests has its connection (Options.MaxOpenFiles): half to
-// bodies streaming to the sink at once, at least one and at most one per
-// request, the rest to idle connections, at most MaxIdleConns. A limit
-// of maxInFlight or less cannot be met: one body still streams at a
-// time, with no idle connection.
-func FitOpenFiles(maxOpenFiles, maxInFlight int) (storing, idle int) {
-	left := maxOpenFiles - maxInFlight
-	storing = min(max(left/2, 1), maxInFlight)
-	idle = min(max(left-storing, 0), MaxIdleConns)
+// OpenFiles is how a Fetcher built with o shares the descriptors it holds
+// besides a connection per request in flight: at most storing bodies
+// streaming to the sink at once (0: as many as are in flight), and at most
+// idle connections kept for reuse.
+//
+// Under MaxOpenFiles (with MaxInFlight) what is left once each request has
+// its connection goes half to bodies streaming to the sink, at least one
+// and at most one per request, the rest to idle connections, at most the
+// pool a Fetcher keeps without it. A MaxOpenFiles of MaxInFlight or less
+// cannot be met: one body still streams at a time, with no idle
+// connection.
+func (o Options) OpenFiles() (storing, idle int) {
+	if o.MaxInFlight <= 0 || o.MaxOpenFiles <= 0 {
+		return 0, maxIdleConns
+	}
+	left := o.MaxOpenFiles - o.MaxInFlight
+	storing = min(max(left/2, 1), o.MaxInFlight)
+	idle = min(max(left-storing, 0), maxIdleConns)
 	return storing, idle
 }
 

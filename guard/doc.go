@@ -66,6 +66,12 @@
 // the root. Refusals wrap ErrInvalidDestination; the worker reports them as
 // invalid_destination. An issuer can run the same check before minting.
 //
+// # Showing a URL
+//
+// A command's URL may carry credentials in its userinfo. RedactURL is the
+// one form in which the worker, its tools and the examples show a URL to a
+// person: the userinfo, name and password, becomes "xxxxx".
+//
 // # What it does not claim
 //
 // The guard judges addresses, not intent. It does not stop a public origin

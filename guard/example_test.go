@@ -135,3 +135,11 @@ func ExampleGuard_DialContext() {
 	fmt.Println(errors.Is(err, guard.ErrRefused))
 	// Output: true
 }
+
+func ExampleRedactURL() {
+	fmt.Println(guard.RedactURL("https://reader:s3cret@origin.example/feed.xml"))
+	fmt.Println(guard.RedactURL("https://origin.example/feed.xml"))
+	// Output:
+	// https://xxxxx@origin.example/feed.xml
+	// https://origin.example/feed.xml
+}

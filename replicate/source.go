@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/sink"
 )
 
@@ -116,5 +117,5 @@ func isBlobScheme(s string) bool {
 // shown is a command's URI fit for a fact's detail: userinfo redacted,
 // bounded.
 func shown(s string) string {
-	return quoteBounded(envelope.RedactURL(s))
+	return quoteBounded(guard.RedactURL(s))
 }

@@ -23,7 +23,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/testenv"
 )
 
@@ -95,7 +95,7 @@ func newBench(ctx context.Context, o options, stdout, stderr io.Writer) (_ *benc
 	}
 	opt.DisableCache = true
 	if b.client, err = rueidis.NewClient(opt); err != nil {
-		return nil, fmt.Errorf("connecting to redis at %s: %w", envelope.RedactURL(b.url), err)
+		return nil, fmt.Errorf("connecting to redis at %s: %w", guard.RedactURL(b.url), err)
 	}
 	b.bin = o.workerBin
 	if b.bin == "" {

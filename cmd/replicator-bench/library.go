@@ -254,11 +254,12 @@ func libraryHost(i int) string { return fmt.Sprintf("lib-%02d.test", i) }
 // the body hashed with sha256 through a pooled buffer (io.Copy would
 // allocate 32 KiB per request).
 func guardedNetHTTP() *libraryClient {
+	_, pool := fetch.Options{}.OpenFiles()
 	t := &http.Transport{
 		Proxy:               nil,
 		DialContext:         libraryGuard().DialContext,
-		MaxIdleConns:        fetch.MaxIdleConns,
-		MaxIdleConnsPerHost: fetch.MaxIdleConns,
+		MaxIdleConns:        pool,
+		MaxIdleConnsPerHost: pool,
 		IdleConnTimeout:     90 * time.Second,
 	}
 	cl := hashingClient(&http.Client{Transport: t})

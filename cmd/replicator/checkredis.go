@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/guard"
 )
 
 const checkRedisDescription = `Checks, before the worker starts, that its Redis meets the version floor
@@ -119,7 +119,7 @@ func probeFloor(ctx context.Context, rawURL string, timeout time.Duration) (vers
 		return "", floorUnknown, "timed out after " + seconds2text(timeout) + " s"
 	}
 	if r.err != nil {
-		msg := strings.ReplaceAll(scrub(r.err, rawURL).Error(), rawURL, envelope.RedactURL(rawURL))
+		msg := strings.ReplaceAll(scrub(r.err, rawURL).Error(), rawURL, guard.RedactURL(rawURL))
 		return "", classifyProbe(msg), msg
 	}
 	version, v = floorOf(r.info)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/engine"
-	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/fetch/robots"
 	"github.com/replicator-go/replicator/guard"
@@ -721,7 +720,7 @@ func loadSettings(command reader, lookup func(string) (string, bool)) (Config, e
 		if err != nil {
 			shown := v
 			if s.secret {
-				shown = envelope.RedactURL(v)
+				shown = guard.RedactURL(v)
 			}
 			errs = append(errs, fmt.Errorf("%w: %s=%q: %v", errSetting, s.name, shown, err))
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/redisclock"
 	"github.com/replicator-go/replicator/internal/streamstate"
 )
@@ -268,19 +269,19 @@ func modelSummary(m envelope.Model) string {
 	var parts []string
 	switch p := m.(type) {
 	case *envelope.ContentFetch:
-		parts = append(parts, kv("command_id", p.CommandID), kv("url", envelope.RedactURL(p.URL)), kv("info_source_id", p.InfoSourceID))
+		parts = append(parts, kv("command_id", p.CommandID), kv("url", guard.RedactURL(p.URL)), kv("info_source_id", p.InfoSourceID))
 		if len(p.Headers) > 0 {
 			parts = append(parts, kv("header_names", headerNames(p.Headers)))
 		}
 	case *envelope.BlobAvailable:
-		parts = append(parts, kv("command_id", p.CommandID), kv("url", envelope.RedactURL(p.URL)), kv("blob_uri", p.BlobURI))
+		parts = append(parts, kv("command_id", p.CommandID), kv("url", guard.RedactURL(p.URL)), kv("blob_uri", p.BlobURI))
 	case *envelope.FetchFailed:
-		parts = append(parts, kv("command_id", p.CommandID), kv("url", envelope.RedactURL(p.URL)), kv("reason", string(p.Reason)))
+		parts = append(parts, kv("command_id", p.CommandID), kv("url", guard.RedactURL(p.URL)), kv("reason", string(p.Reason)))
 	case *envelope.FetchPolicyState:
 		parts = append(parts, kv("host", p.Host))
 	case *envelope.ContentReplicate:
 		parts = append(parts, kv("command_id", p.CommandID), kv("credentials_alias", p.CredentialsAlias),
-			kv("provider", p.Provider), kv("destination", p.Destination), kv("blob_uri", envelope.RedactURL(p.BlobURI)))
+			kv("provider", p.Provider), kv("destination", p.Destination), kv("blob_uri", guard.RedactURL(p.BlobURI)))
 	case *envelope.ReplicationComplete:
 		parts = append(parts, kv("command_id", p.CommandID), kv("public_url", p.PublicURL))
 	case *envelope.ReplicationFailed:
@@ -322,7 +323,7 @@ func safePayload(v string) string {
 			if json.Unmarshal(raw, &str) == nil {
 				shown = str
 				if strings.HasSuffix(k, "url") {
-					shown = envelope.RedactURL(str)
+					shown = guard.RedactURL(str)
 				}
 			}
 			b.WriteString(" " + kv("payload."+k, bounded(shown)))

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/guard"
 )
 
 const inflightDescription = `Prints how many commands this host's worker holds unacknowledged: the
@@ -88,7 +88,7 @@ func runInflight(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	defer cancel()
 	n, err := countInflight(ctx, client, cfg)
 	if err != nil {
-		return fail(1, "reading %s: %s", envelope.RedactURL(url), scrub(err, url))
+		return fail(1, "reading %s: %s", guard.RedactURL(url), scrub(err, url))
 	}
 	fmt.Fprintln(stdout, n)
 	return 0

@@ -24,7 +24,7 @@ func reportOpenFiles(log *slog.Logger, limit uint64, concurrency int) {
 			"open_file_limit", limit, "needed", least, "concurrency", concurrency)
 		return
 	}
-	storing, idle := fetch.FitOpenFiles(contentfetch.FetcherOpenFiles(limit), concurrency)
+	storing, idle := fetch.Options{MaxInFlight: concurrency, MaxOpenFiles: contentfetch.FetcherOpenFiles(limit)}.OpenFiles()
 	log.Info("fitting the open-file limit: fewer bodies stream to the store at once and fewer idle connections are kept (docs/operations.md, Open files)",
 		"open_file_limit", limit, "concurrency", concurrency, "bodies_storing_at_once", storing, "idle_connections", idle)
 }

@@ -47,12 +47,13 @@ func TestOpenFilesDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	fixed := contentfetch.OpenFiles(0)
+	_, pool := fetch.Options{}.OpenFiles()
 	prose := strings.Join(strings.Fields(string(doc)), " ")
 	for _, want := range []string{
 		"2 × `REPLICATOR_CONCURRENCY` + " + grouped(int64(fixed)) + " descriptors",
-		"up to " + grouped(fetch.MaxIdleConns) + " idle connections",
+		"up to " + grouped(int64(pool)) + " idle connections",
 		"at least `REPLICATOR_CONCURRENCY` + " + grouped(int64(contentfetch.MinOpenFiles(0))) + " descriptors",
-		"less " + grouped(int64(fixed-fetch.MaxIdleConns)) + ", is shared half and half",
+		"less " + grouped(int64(fixed-pool)) + ", is shared half and half",
 	} {
 		if !strings.Contains(prose, want) {
 			t.Errorf("docs/operations.md does not say %q", want)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/replicate"
 )
@@ -69,7 +70,7 @@ const workerCacheBytes = 4 << 20
 func connectRedis(rawURL string, cache bool) (c rueidis.Client, cached bool, err error) {
 	target, err := parseRedisURL(rawURL)
 	if err != nil {
-		return nil, false, fmt.Errorf("%s: %w", envelope.RedactURL(rawURL), err)
+		return nil, false, fmt.Errorf("%s: %w", guard.RedactURL(rawURL), err)
 	}
 	opt := target.opt
 	opt.ClientSetInfo = rueidis.DisableClientSetInfo
@@ -87,7 +88,7 @@ func connectRedis(rawURL string, cache bool) (c rueidis.Client, cached bool, err
 		}
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("connecting to redis at %s: %w", envelope.RedactURL(rawURL), scrub(err, rawURL))
+		return nil, false, fmt.Errorf("connecting to redis at %s: %w", guard.RedactURL(rawURL), scrub(err, rawURL))
 	}
 	return c, cached, nil
 }
@@ -133,7 +134,7 @@ func redisExit(err error) int {
 func scrub(err error, rawURL string) error {
 	msg := err.Error()
 	if strings.Contains(msg, rawURL) {
-		return fmt.Errorf("%s", strings.ReplaceAll(msg, rawURL, envelope.RedactURL(rawURL)))
+		return fmt.Errorf("%s", strings.ReplaceAll(msg, rawURL, guard.RedactURL(rawURL)))
 	}
 	return err
 }

@@ -134,7 +134,7 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		r := seedResult{commandID: cmd.CommandID, entryID: id, url: cmd.URL}
 		published = append(published, r)
-		fmt.Fprintf(stdout, "published command_id=%s entry_id=%s url=%s\n", r.commandID, r.entryID, envelope.RedactURL(r.url))
+		fmt.Fprintf(stdout, "published command_id=%s entry_id=%s url=%s\n", r.commandID, r.entryID, guard.RedactURL(r.url))
 	}
 	if !*target.watch {
 		return 0
@@ -164,7 +164,7 @@ func printFrame(stdout, stderr io.Writer, stream string, m envelope.Model) int {
 func printDryRun(stdout, stderr io.Writer, stream string, commands []*envelope.ContentFetch) int {
 	for _, cmd := range commands {
 		shown := *cmd
-		shown.URL = envelope.RedactURL(cmd.URL)
+		shown.URL = guard.RedactURL(cmd.URL)
 		if cmd.Headers != nil {
 			shown.Headers = make(map[string]string, len(cmd.Headers))
 			for name := range cmd.Headers {

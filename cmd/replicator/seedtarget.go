@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/redisacl"
 	"github.com/replicator-go/replicator/internal/streamstate"
 )
@@ -70,7 +70,7 @@ func (t *seedTarget) factsStream() string {
 func (t *seedTarget) connect(name, consequence string, stderr io.Writer) (rueidis.Client, int) {
 	target, err := parseRedisURL(*t.redisURL)
 	if err != nil {
-		fmt.Fprintf(stderr, "replicator %s: --redis-url %s: %v\n", name, envelope.RedactURL(*t.redisURL), err)
+		fmt.Fprintf(stderr, "replicator %s: --redis-url %s: %v\n", name, guard.RedactURL(*t.redisURL), err)
 		return nil, 2
 	}
 	if *t.stream == t.live && target.db == 0 && !*t.production {

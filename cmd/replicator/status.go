@@ -18,7 +18,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/engine"
-	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/redisacl"
 	"github.com/replicator-go/replicator/internal/redisclock"
 	"github.com/replicator-go/replicator/internal/streamstate"
@@ -163,11 +163,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 				return code // interrupted while watching
 			}
 			if !reportDenied(stderr, "replicator status", *redisURL, err) {
-				fmt.Fprintf(stderr, "replicator status: reading redis at %s: %s\n", envelope.RedactURL(*redisURL), oneLine(err))
+				fmt.Fprintf(stderr, "replicator status: reading redis at %s: %s\n", guard.RedactURL(*redisURL), oneLine(err))
 			}
 			return 1
 		}
-		r.Redis = envelope.RedactURL(*redisURL)
+		r.Redis = guard.RedactURL(*redisURL)
 		code = 0
 		if r.heldBackDenied != nil {
 			r.HeldBackDenied = redisacl.Sentence(user, r.heldBackDenied)

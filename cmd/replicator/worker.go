@@ -22,7 +22,6 @@ import (
 	"github.com/replicator-go/replicator/contentfetch"
 	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/engine/capability"
-	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/policy"
@@ -98,7 +97,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("replicator starting",
 		"version", fetch.Version(),
-		"redis_url", envelope.RedactURL(cfg.RedisURL),
+		"redis_url", guard.RedactURL(cfg.RedisURL),
 		"blob_backend", cfg.BlobBackend,
 		"group", cfg.ConsumerGroup,
 		"consumer", cfg.ConsumerName,

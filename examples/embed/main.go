@@ -177,7 +177,7 @@ func (p *poller) poll(ctx context.Context, urls []string) bool {
 
 // one fetches u and describes the result.
 func (p *poller) one(ctx context.Context, u string) (string, bool) {
-	shown := envelope.RedactURL(u)
+	shown := guard.RedactURL(u)
 	doc, err := p.fetcher.Get(ctx, u, fetch.GetOptions{
 		Cache:   p.cache, // one cache per set of credentials
 		Sink:    p.blobs,

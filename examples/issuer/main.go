@@ -182,12 +182,12 @@ func newIssuer(ctx context.Context, cfg config, out io.Writer, log *slog.Logger)
 	}
 	opt, err := rueidis.ParseURL(cfg.redisURL)
 	if err != nil {
-		return nil, fmt.Errorf("--redis-url %s: not a redis:// URL", envelope.RedactURL(cfg.redisURL))
+		return nil, fmt.Errorf("--redis-url %s: not a redis:// URL", guard.RedactURL(cfg.redisURL))
 	}
 	opt.DisableCache = true
 	client, err := rueidis.NewClient(opt)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", envelope.RedactURL(cfg.redisURL), err)
+		return nil, fmt.Errorf("connecting to %s: %w", guard.RedactURL(cfg.redisURL), err)
 	}
 	iss := &issuer{cfg: cfg, client: client, state: st, out: out, log: log, now: time.Now}
 	// The group must exist before the first command is published, or a
@@ -257,10 +257,10 @@ func (iss *issuer) round(ctx context.Context) (map[string]Verdict, error) {
 				continue
 			}
 			if attempt >= iss.cfg.reissue {
-				fmt.Fprintf(iss.out, "no outcome url=%s after %v\n", envelope.RedactURL(u), iss.cfg.wait)
+				fmt.Fprintf(iss.out, "no outcome url=%s after %v\n", guard.RedactURL(u), iss.cfg.wait)
 				continue
 			}
-			fmt.Fprintf(iss.out, "re-issuing url=%s: no outcome after %v\n", envelope.RedactURL(u), iss.cfg.wait)
+			fmt.Fprintf(iss.out, "re-issuing url=%s: no outcome after %v\n", guard.RedactURL(u), iss.cfg.wait)
 			if err := iss.issue(ctx, u); err != nil {
 				return nil, err
 			}
@@ -275,10 +275,10 @@ func (iss *issuer) round(ctx context.Context) (map[string]Verdict, error) {
 func (iss *issuer) issue(ctx context.Context, key string) error {
 	m, err := iss.state.mint(key, iss.cfg.mint, iss.now())
 	if err != nil {
-		return fmt.Errorf("minting a command for %s: %w", envelope.RedactURL(key), err)
+		return fmt.Errorf("minting a command for %s: %w", guard.RedactURL(key), err)
 	}
 	for _, field := range m.Dropped {
-		fmt.Fprintf(iss.out, "dropped stored %s url=%s: the worker would refuse to send it\n", field, envelope.RedactURL(key))
+		fmt.Fprintf(iss.out, "dropped stored %s url=%s: the worker would refuse to send it\n", field, guard.RedactURL(key))
 	}
 	// Persist command_id → item before publishing: a fact for an id we
 	// never recorded could not be matched to anything.
@@ -298,7 +298,7 @@ func (iss *issuer) issue(ctx context.Context, key string) error {
 	if err := iss.client.Do(ctx, b.Build()).Error(); err != nil {
 		return fmt.Errorf("publishing to %s: %w", streamCommands, err)
 	}
-	line := fmt.Sprintf("issued command_id=%s url=%s", m.Cmd.CommandID, envelope.RedactURL(key))
+	line := fmt.Sprintf("issued command_id=%s url=%s", m.Cmd.CommandID, guard.RedactURL(key))
 	if len(m.Conditional) > 0 {
 		// Names only: a header value never goes to a log.
 		line += " conditional=" + strings.Join(m.Conditional, ",")
@@ -382,10 +382,10 @@ func (iss *issuer) applyEntry(e rueidis.XRangeEntry) (Applied, bool) {
 	case *envelope.BlobAvailable:
 		if a.Verdict == Stored {
 			fmt.Fprintf(iss.out, "stored command_id=%s url=%s fingerprint=%s size=%d blob_uri=%s\n",
-				f.CommandID, envelope.RedactURL(a.Item), f.ContentFingerprint, f.SizeBytes, f.BlobURI)
+				f.CommandID, guard.RedactURL(a.Item), f.ContentFingerprint, f.SizeBytes, f.BlobURI)
 		}
 	case *envelope.FetchFailed:
-		line := fmt.Sprintf("command_id=%s url=%s reason=%s terminal=%t", f.CommandID, envelope.RedactURL(a.Item), f.Reason, f.Terminal)
+		line := fmt.Sprintf("command_id=%s url=%s reason=%s terminal=%t", f.CommandID, guard.RedactURL(a.Item), f.Reason, f.Terminal)
 		if f.StatusCode != nil {
 			line += " status=" + strconv.Itoa(*f.StatusCode)
 		}

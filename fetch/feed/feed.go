@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
+	"github.com/replicator-go/replicator/guard"
 )
 
 // Defaults for Options fields left zero.
@@ -150,11 +150,11 @@ func Get(ctx context.Context, f *fetch.Fetcher, pageURL string, opts fetch.GetOp
 	// Both parsed already: Get fetched the one and reached the other.
 	asked, err := url.Parse(pageURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s does not parse", fetch.ErrNotFetchable, envelope.RedactURL(pageURL))
+		return nil, fmt.Errorf("%w: %s does not parse", fetch.ErrNotFetchable, guard.RedactURL(pageURL))
 	}
 	final, err := url.Parse(page.URL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s does not parse", fetch.ErrNotFetchable, envelope.RedactURL(page.URL))
+		return nil, fmt.Errorf("%w: %s does not parse", fetch.ErrNotFetchable, guard.RedactURL(page.URL))
 	}
 	links, err := pageLinks(ctx, page, final, positiveOr(o.MaxPageBytes, DefaultMaxPageBytes))
 	if err != nil {
@@ -181,7 +181,7 @@ func Get(ctx context.Context, f *fetch.Fetcher, pageURL string, opts fetch.GetOp
 		}
 		doc, err := f.Get(ctx, link.URL, linkOpts)
 		if err == nil && doc.Kind == fetch.KindHTML {
-			err = fmt.Errorf("%w: %s is html", ErrNotAFeed, envelope.RedactURL(doc.URL))
+			err = fmt.Errorf("%w: %s is html", ErrNotAFeed, guard.RedactURL(doc.URL))
 		}
 		if err == nil {
 			return &Feed{
@@ -267,5 +267,5 @@ func positiveOr[T int | int64](v, def T) T {
 	return v
 }
 
-// shown is u as errors show it, its userinfo hidden (envelope.RedactURL).
-func shown(u *url.URL) string { return envelope.RedactURL(u.String()) }
+// shown is u as errors show it, its userinfo hidden (guard.RedactURL).
+func shown(u *url.URL) string { return guard.RedactURL(u.String()) }

@@ -1,4 +1,4 @@
-package envelope
+package guard
 
 import (
 	"net/url"

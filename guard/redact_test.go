@@ -1,10 +1,10 @@
-package envelope_test
+package guard_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/replicator-go/replicator/envelope"
+	"github.com/replicator-go/replicator/guard"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -25,7 +25,7 @@ func TestRedactURL(t *testing.T) {
 		{"", ""},
 	}
 	for _, c := range cases {
-		if got := envelope.RedactURL(c.raw); got != c.want {
+		if got := guard.RedactURL(c.raw); got != c.want {
 			t.Errorf("RedactURL(%q) = %q, want %q", c.raw, got, c.want)
 		}
 	}
@@ -43,13 +43,13 @@ func FuzzRedactURL(f *testing.F) {
 			return
 		}
 		in := "http://" + name + ":" + secret + "@" + rest
-		if got := envelope.RedactURL(in); strings.Contains(got, secret) {
+		if got := guard.RedactURL(in); strings.Contains(got, secret) {
 			t.Fatalf("RedactURL(%q) = %q keeps the password", in, got)
 		}
 		// Text with no '@' holds no userinfo: it is shown as it is.
 		for _, plain := range []string{name + rest, "http://" + name + "/" + rest} {
 			if !strings.Contains(plain, "@") {
-				if got := envelope.RedactURL(plain); got != plain {
+				if got := guard.RedactURL(plain); got != plain {
 					t.Fatalf("RedactURL(%q) = %q, want it unchanged", plain, got)
 				}
 			}
