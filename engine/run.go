@@ -235,6 +235,11 @@ func (r *run) handle(h *task) {
 	r.startLocked(l.clock.now())
 	lost := h.lost
 	r.mu.Unlock()
+	if out.Fate == capability.Park {
+		// Not held for later (its key is full, or the loop is stopping):
+		// left pending for the reclaim, as a transient failure is.
+		out.Fate = capability.Retry
+	}
 	if lost {
 		// Another consumer owns it now and writes its fate.
 		r.release(h)
