@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -102,9 +103,10 @@ func (f *Fetcher) Get(ctx context.Context, url string, opts GetOptions) (*Docume
 	if err != nil {
 		return nil, err
 	}
-	retries := zeroMeans(opts.Retries, DefaultGetRetries)
-	base := zeroMeans(opts.Backoff, DefaultGetBackoff)
-	timeout := zeroMeans(opts.Timeout, DefaultGetTimeout)
+	// Zero means the default; None (any negative value) means none.
+	retries := max(cmp.Or(opts.Retries, DefaultGetRetries), 0)
+	base := max(cmp.Or(opts.Backoff, DefaultGetBackoff), 0)
+	timeout := max(cmp.Or(opts.Timeout, DefaultGetTimeout), 0)
 	dst := opts.Sink
 	if dst == nil {
 		dst = memory.New(memory.Options{})
@@ -249,16 +251,4 @@ func backoff(n int, base time.Duration, u float64) time.Duration {
 		return MaxGetWait
 	}
 	return time.Duration(w)
-}
-
-// zeroMeans reads an option where zero means the default and None (any
-// negative value) means none at all.
-func zeroMeans[T int | time.Duration](v, def T) T {
-	switch {
-	case v == 0:
-		return def
-	case v < 0:
-		return 0
-	}
-	return v
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -126,8 +127,8 @@ func countSummary(counts map[string]int) string {
 // runCrash is the crash suite at full size (or -commands/-kills).
 func runCrash(ctx context.Context, b *bench) error {
 	cfg := crashConfig{
-		commands:   orInt(b.o.commands, 10000),
-		hosts:      orInt(b.o.hosts, 100),
+		commands:   cmp.Or(b.o.commands, 10000),
+		hosts:      cmp.Or(b.o.hosts, 100),
 		workers:    3,
 		kills:      max(b.o.kills, 1),
 		publishFor: 20 * time.Second,

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -21,7 +22,7 @@ const fairBar = 2 * time.Second
 // commands for other hosts one at a time and times each from XADD to its
 // fact.
 func runFairness(ctx context.Context, b *bench) error {
-	probes := orInt(b.o.samples, 5)
+	probes := cmp.Or(b.o.samples, 5)
 	fmt.Fprintf(b.out, "%d commands for slow.test (interval 1 s, responses after 1 s), then %d probes for other hosts, 1 s apart\n",
 		fairBacklog, probes)
 	var worst []float64

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -105,7 +106,7 @@ type hostileResult struct {
 // runHostile mixes healthy origins with hostile ones and checks the
 // worker's memory, spacing and that every healthy command completes.
 func runHostile(ctx context.Context, b *bench) error {
-	n := orInt(b.o.commands, 1000)
+	n := cmp.Or(b.o.commands, 1000)
 	fmt.Fprintf(b.out, "%d commands, timeout_seconds %.0f, host interval %s, REPLICATOR_MAX_FETCH_SECONDS 15, reclaim after 10 s\n",
 		n, hostileTimeout, hostileInterval)
 	var errs []string

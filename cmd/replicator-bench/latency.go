@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 // facts stream right after the XADD. The origin is on loopback with spacing
 // 0, so the connection is reused as it would be for a busy host.
 func runLatency(ctx context.Context, b *bench) error {
-	samples := orInt(b.o.samples, 200)
+	samples := cmp.Or(b.o.samples, 200)
 	fmt.Fprintf(b.out, "%d commands one at a time on an idle worker, 1 KiB bodies, one host, spacing 0\n", samples)
 	var p50s []float64
 	for run := 1; run <= b.o.runs; run++ {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -89,7 +90,7 @@ func runLibrary(ctx context.Context, b *bench) error {
 	for run := 1; run <= b.o.runs; run++ {
 		var o *libraryOrigin
 		for _, c := range libraryCases {
-			n := orInt(b.o.commands, 20000)
+			n := cmp.Or(b.o.commands, 20000)
 			if c.size > 1<<10 && b.o.commands == 0 {
 				n = 5000
 			}

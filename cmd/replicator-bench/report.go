@@ -9,13 +9,6 @@ import (
 	"time"
 )
 
-func orInt(v, def int) int {
-	if v <= 0 {
-		return def
-	}
-	return v
-}
-
 // median of xs (the mean of the middle two for an even count); 0 for none.
 func median(xs []float64) float64 {
 	if len(xs) == 0 {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -72,9 +73,9 @@ func (b *bench) throughputVariants() []string {
 }
 
 func runThroughput(ctx context.Context, b *bench) error {
-	n := orInt(b.o.commands, 20000)
-	h := orInt(b.o.hosts, 1000)
-	conc := orInt(b.o.concurrency, contentfetch.DefaultConcurrency)
+	n := cmp.Or(b.o.commands, 20000)
+	h := cmp.Or(b.o.hosts, 1000)
+	conc := cmp.Or(b.o.concurrency, contentfetch.DefaultConcurrency)
 	bodies := "distinct"
 	if b.o.sameBody {
 		bodies = "identical"

@@ -156,7 +156,7 @@ func Get(ctx context.Context, f *fetch.Fetcher, pageURL string, opts fetch.GetOp
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s does not parse", fetch.ErrNotFetchable, guard.RedactURL(page.URL))
 	}
-	links, err := pageLinks(ctx, page, final, positiveOr(o.MaxPageBytes, DefaultMaxPageBytes))
+	links, err := pageLinks(ctx, page, final, cmp.Or(max(o.MaxPageBytes, 0), DefaultMaxPageBytes))
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func Get(ctx context.Context, f *fetch.Fetcher, pageURL string, opts fetch.GetOp
 	credentialed := !page.LeftOrigin && fetch.SameOrigin(asked, final)
 	anonymous := fetch.WithoutCredentials(opts.Headers)
 	failed := &Error{PageURL: shown(final)}
-	tries := min(len(candidates), positiveOr(o.MaxCandidates, DefaultMaxCandidates))
+	tries := min(len(candidates), cmp.Or(max(o.MaxCandidates, 0), DefaultMaxCandidates))
 	for i, link := range candidates[:tries] {
 		u, _ := url.Parse(link.URL) // made by feedLinks from a parsed URL
 		linkOpts := opts
@@ -256,15 +256,6 @@ func byPreference(links []Link, prefer []fetch.DocumentKind) []Link {
 	}
 	slices.SortStableFunc(out, func(a, b Link) int { return cmp.Compare(rank[a.Kind], rank[b.Kind]) })
 	return out
-}
-
-// positiveOr is v, or def when v is not positive: for bounds that have no
-// "none".
-func positiveOr[T int | int64](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
 }
 
 // shown is u as errors show it, its userinfo hidden (guard.RedactURL).
