@@ -21,19 +21,23 @@ func ExampleLoadAliases() {
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "aliases.json")
 	os.WriteFile(path, []byte(`{
-		"archive": {"provider": "gcs", "bucket": "co-archive", "prefix": "/reps/"},
-		"broken":  {"provider": "gcs"}
+		"gcs-archive":  {"provider": "gcs", "bucket": "co-gcs-archive", "prefix": "/reps/"},
+		"gcs-broken":   {"provider": "gcs"},
+		"gcs-misnamed": {"provider": "gcs", "bucket": "co-gcs-archive"}
 	}`), 0o600)
 
 	aliases := replicate.LoadAliases(path, slog.New(slog.DiscardHandler))
 	fmt.Println(aliases.Names())
-	b, ok := aliases.Resolve("archive")
+	b, ok := aliases.Resolve("gcs-archive")
 	fmt.Printf("%+v %v\n", b, ok)
-	_, ok = aliases.Resolve("broken") // dropped, and logged
+	_, ok = aliases.Resolve("gcs-broken") // dropped, and logged
+	fmt.Println(ok)
+	_, ok = aliases.Resolve("gcs-misnamed") // gcs-misnamed binds co-gcs-misnamed only
 	fmt.Println(ok)
 	// Output:
-	// [archive]
-	// {Provider:gcs Bucket:co-archive Prefix:reps} true
+	// [gcs-archive]
+	// {Provider:gcs Bucket:co-gcs-archive Prefix:reps CredentialsFile:} true
+	// false
 	// false
 }
 
