@@ -39,24 +39,26 @@ func replicateLoop(ctx context.Context, cfg Config, loopCfg loop.Config, client 
 		}
 	}
 	h, err := replicate.New(replicate.Options{
-		Source:       src,
-		Aliases:      aliases,
-		GCS:          gcsClient,
-		WriteTimeout: cfg.ReplicateWriteTimeout,
-		Logger:       log,
+		Source:          src,
+		PermanentBucket: cfg.PermanentBucket,
+		Aliases:         aliases,
+		GCS:             gcsClient,
+		WriteTimeout:    cfg.ReplicateWriteTimeout,
+		Logger:          log,
 	})
 	if err != nil {
 		closeGCS()
 		return nil, nil, nil, err
 	}
-	log.Info("content.replicate ready", "group", cfg.ReplicateConsumerGroup, "aliases", aliases.Names(),
-		"write_timeout_seconds", h.WriteTimeout().Seconds())
+	closeAll := func() { h.Close(); closeGCS() }
+	log.Info("content.replicate ready", "group", cfg.ReplicateConsumerGroup, "aliases", h.Names(),
+		"permanent_bucket", cfg.PermanentBucket, "write_timeout_seconds", h.WriteTimeout().Seconds())
 	l := replicateworker.New(client, replicateworker.Options{
 		Loop:    loopCfg,
 		Group:   cfg.ReplicateConsumerGroup,
 		Handler: h,
 	})
-	return l, aliases.Names(), closeGCS, nil
+	return l, h.Names(), closeAll, nil
 }
 
 // needsGCS reports whether any provisioned alias writes to GCS.

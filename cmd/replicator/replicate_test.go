@@ -24,7 +24,7 @@ import (
 // blob_uri it announced. The copy ends replication_complete and the object
 // holds the fetched bytes; the replicate metrics count it.
 func TestWorkerReplicatesAFetchedBlob(t *testing.T) {
-	const bucket = "archive"
+	const bucket = "co-gcs-archive"
 	fake := testenv.StartGCS(t, bucket)
 	body := "the bytes worth keeping\n"
 	origin := testenv.StartOrigin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -34,7 +34,7 @@ func TestWorkerReplicatesAFetchedBlob(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	dir := t.TempDir()
 	aliases := filepath.Join(dir, "aliases.json")
-	if err := os.WriteFile(aliases, []byte(`{"archive": {"provider": "gcs", "bucket": "`+bucket+`", "prefix": "copies"}}`), 0o600); err != nil {
+	if err := os.WriteFile(aliases, []byte(`{"gcs-archive": {"provider": "gcs", "bucket": "`+bucket+`", "prefix": "copies"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	metrics := metricsAddr(t)
@@ -64,7 +64,7 @@ func TestWorkerReplicatesAFetchedBlob(t *testing.T) {
 		t.Fatalf("no blob_uri in:\n%s", fetched.stdout)
 	}
 	copied := runBinary(t, nil, "seed", "replicate", "--redis-url", srv.URL(), "--production", "--info-source-id", "demo",
-		"--alias", "archive", "--destination", "2026/keep.txt", "--media-type", "text/plain", "--watch", m[1])
+		"--alias", "gcs-archive", "--destination", "2026/keep.txt", "--media-type", "text/plain", "--watch", m[1])
 	if copied.code != 0 {
 		t.Fatalf("seed replicate exit %d:\n%s%s\nworker:\n%s", copied.code, copied.stdout, copied.stderr, w.stderr.String())
 	}
