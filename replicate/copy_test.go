@@ -3,8 +3,13 @@ package replicate_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -401,9 +406,7 @@ func TestAnUnusableCredentialsFile(t *testing.T) {
 // credentials, so the alias's writes reach the fake.
 func TestTheDefaultClientBuilder(t *testing.T) {
 	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(fake.URL, "http://"))
-	key := keyFile(t, `{"type": "service_account", "project_id": "p", "private_key_id": "k",
-		"private_key": "not a key", "client_email": "writer@p.iam.gserviceaccount.com", "client_id": "1",
-		"token_uri": "https://oauth2.googleapis.com/token"}`)
+	key := keyFile(t, serviceAccountKey(t, "-----BEGIN PRIVATE KEY-----", "writer@p.iam.gserviceaccount.com"))
 	prefix := uniquePrefix()
 	aliases := newAliases(t, map[string]replicate.Binding{
 		"gcs-publication": {Provider: replicate.ProviderGCS, Bucket: destBucket, Prefix: prefix, CredentialsFile: key},
@@ -414,4 +417,57 @@ func TestTheDefaultClientBuilder(t *testing.T) {
 	defer h.Close()
 	cmd := command(blob.URI, func(c *envelope.ContentReplicate) { c.CredentialsAlias = "gcs-publication" })
 	wantComplete(t, h.Handle(context.Background(), cmd), cmd, true, "https://storage.googleapis.com/"+destBucket+"/"+prefix+"/"+cmd.Destination)
+}
+
+// serviceAccountKey is a service-account key file's text with a fresh RSA
+// key, or with privateKey as its private_key when that is not a PEM header.
+func serviceAccountKey(t *testing.T, privateKey, email string) string {
+	t.Helper()
+	if privateKey == "-----BEGIN PRIVATE KEY-----" {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		der, err := x509.MarshalPKCS8PrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		privateKey = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	}
+	b, err := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": "p", "private_key_id": "k", "private_key": privateKey,
+		"client_email": email, "client_id": "1", "token_uri": "https://oauth2.googleapis.com/token",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The default builder refuses, at start, a key file the storage client
+// would accept and fail on only at its first token; what it says never
+// quotes the file.
+func TestTheDefaultClientBuilderChecksTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name, content, why string
+	}{
+		{"not JSON", `-----BEGIN PRIVATE KEY----- MIIE`, "is not JSON"},
+		{"another type", `{"type": "authorized_user", "client_email": "a@b"}`, "not a service-account key"},
+		{"no client_email", serviceAccountKey(t, "-----BEGIN PRIVATE KEY-----", ""), "not a service-account key"},
+		{"a private key that is not PEM", serviceAccountKey(t, "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", "a@b"), "private_key is not PEM"},
+		{"a private key that does not parse", serviceAccountKey(t, "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkq\n-----END PRIVATE KEY-----\n", "a@b"), "private_key does not parse"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			aliases := newAliases(t, map[string]replicate.Binding{
+				"gcs-publication": {Provider: replicate.ProviderGCS, Bucket: destBucket, CredentialsFile: keyFile(t, tc.content)},
+			})
+			var logs testenv.LogBuffer
+			h := build(t, replicate.Options{Source: newLocal(t), Aliases: aliases, Logger: slogJSON(&logs)})
+			cmd := command("file:///blobs/"+strings.Repeat("a", 64)+".bin", func(c *envelope.ContentReplicate) { c.CredentialsAlias = "gcs-publication" })
+			wantRefused(t, h.Handle(context.Background(), cmd), cmd, envelope.ReplicateReasonProviderDisabled, "no \"gcs\" writer")
+			if !strings.Contains(logs.String(), tc.why) || strings.Contains(logs.String(), "MIIE") {
+				t.Errorf("logs lack %q or quote the key:\n%s", tc.why, logs.String())
+			}
+		})
+	}
 }

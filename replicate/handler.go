@@ -2,10 +2,14 @@ package replicate
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -215,7 +219,7 @@ func (h *Handler) buildWriter(name string, b Binding, host *storage.Client, newG
 		h.log.Error("replicate: no writer for this provider; commands naming the alias are refused provider_disabled",
 			"alias", name, "provider", b.Provider)
 	case b.CredentialsFile != "":
-		// Building a client only reads the file; no request is sent.
+		// Building a client reads the file; no request is sent.
 		c, err := newGCS(context.Background(), b.CredentialsFile)
 		if err != nil {
 			h.log.Error("replicate: could not build a gcs client from the alias's credentials file; commands naming the alias are refused provider_disabled",
@@ -233,10 +237,47 @@ func (h *Handler) buildWriter(name string, b Binding, host *storage.Client, newG
 }
 
 // newGCSClient is the default Options.NewGCS: a client authenticated by
-// the service-account key in file. Under STORAGE_EMULATOR_HOST the storage
-// package talks to the emulator without credentials.
+// the service-account key in file, checked first (checkServiceAccountKey).
+// Under STORAGE_EMULATOR_HOST the storage package talks to the emulator
+// without credentials.
 func newGCSClient(ctx context.Context, file string) (*storage.Client, error) {
+	if err := checkServiceAccountKey(file); err != nil {
+		return nil, err
+	}
 	return storage.NewClient(ctx, option.WithAuthCredentialsFile(option.ServiceAccount, file))
+}
+
+// checkServiceAccountKey refuses a key file the storage client would accept
+// at start and fail on only when it first asks for a token, an error with
+// no status that would leave every command of the alias transient for
+// ever: it must be a JSON service-account key with a client_email and a
+// private_key that parses. The errors never quote the file.
+func checkServiceAccountKey(file string) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("replicate: reading the key file: %w", err)
+	}
+	var key struct {
+		Type        string `json:"type"`
+		ClientEmail string `json:"client_email"`
+		PrivateKey  string `json:"private_key"`
+	}
+	if json.Unmarshal(data, &key) != nil {
+		return errors.New("replicate: the key file is not JSON")
+	}
+	if key.Type != "service_account" || key.ClientEmail == "" {
+		return errors.New("replicate: the key file is not a service-account key (type service_account, with a client_email)")
+	}
+	block, _ := pem.Decode([]byte(key.PrivateKey))
+	if block == nil {
+		return errors.New("replicate: the key file's private_key is not PEM")
+	}
+	if _, err := x509.ParsePKCS8PrivateKey(block.Bytes); err != nil {
+		if _, err := x509.ParsePKCS1PrivateKey(block.Bytes); err != nil {
+			return errors.New("replicate: the key file's private_key does not parse")
+		}
+	}
+	return nil
 }
 
 // Close closes the storage clients New built from credentials files. The
