@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,6 +27,10 @@ func FuzzParseBinding(f *testing.F) {
 		`"gcs"`,
 		`{}`,
 		`{"provider": "gcs", "bucket": "ok-bucket", "prefix": null}`,
+		`{"provider": "gcs", "bucket": "ok-bucket", "credentials_file": "/"}`, // not a regular file
+		`{"provider": "gcs", "bucket": "ok-bucket", "credentials_file": "key.json"}`,
+		`{"provider": "gcs", "bucket": "ok-bucket", "credentials_file": 1}`,
+		`{"provider": "gdrive", "credentials_file": "/etc/hostname"}`,
 	} {
 		f.Add("alias", seed)
 	}
@@ -42,8 +47,11 @@ func FuzzParseBinding(f *testing.F) {
 			if err := CheckPrefix(b.Prefix); err != nil || strings.HasPrefix(b.Prefix, "/") || strings.HasSuffix(b.Prefix, "/") {
 				t.Fatalf("accepted prefix %q (%v)", b.Prefix, err)
 			}
+			if b.CredentialsFile != "" && !filepath.IsAbs(b.CredentialsFile) {
+				t.Fatalf("accepted credentials_file %q", b.CredentialsFile)
+			}
 		case ProviderGDrive, ProviderIA:
-			if b.Bucket != "" || b.Prefix != "" {
+			if b.Bucket != "" || b.Prefix != "" || b.CredentialsFile != "" {
 				t.Fatalf("a %s binding kept a root: %+v", b.Provider, b)
 			}
 		default:
@@ -54,7 +62,7 @@ func FuzzParseBinding(f *testing.F) {
 			t.Fatalf("accepted %q, which is not a JSON object", raw)
 		}
 		for _, m := range ignored {
-			if m == "provider" || (b.Provider == ProviderGCS && (m == "bucket" || m == "prefix")) {
+			if m == "provider" || (b.Provider == ProviderGCS && (m == "bucket" || m == "prefix" || m == "credentials_file")) {
 				t.Fatalf("a declared member %q reported as ignored", m)
 			}
 		}

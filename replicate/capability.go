@@ -65,7 +65,7 @@ func (h *Handler) Decode(fields map[string]string) (*capability.Command, error) 
 // line per handled command are stable.
 func (h *Handler) Handle(ctx context.Context, c *capability.Command) capability.Outcome {
 	out := h.Replicate(ctx, c.Value.(*envelope.ContentReplicate))
-	out.Attrs = append(out.Attrs, slog.Bool("created", out.Created))
+	out.Attrs = append(out.Attrs, slog.Bool("created", out.Created), slog.String("method", out.Method))
 	return out.Outcome
 }
 

@@ -21,25 +21,29 @@ func ExampleLoadAliases() {
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "aliases.json")
 	os.WriteFile(path, []byte(`{
-		"archive": {"provider": "gcs", "bucket": "co-archive", "prefix": "/reps/"},
-		"broken":  {"provider": "gcs"}
+		"gcs-archive":  {"provider": "gcs", "bucket": "co-gcs-archive", "prefix": "/reps/"},
+		"gcs-broken":   {"provider": "gcs"},
+		"gcs-misnamed": {"provider": "gcs", "bucket": "co-gcs-archive"}
 	}`), 0o600)
 
 	aliases := replicate.LoadAliases(path, slog.New(slog.DiscardHandler))
 	fmt.Println(aliases.Names())
-	b, ok := aliases.Resolve("archive")
+	b, ok := aliases.Resolve("gcs-archive")
 	fmt.Printf("%+v %v\n", b, ok)
-	_, ok = aliases.Resolve("broken") // dropped, and logged
+	_, ok = aliases.Resolve("gcs-broken") // dropped, and logged
+	fmt.Println(ok)
+	_, ok = aliases.Resolve("gcs-misnamed") // gcs-misnamed binds co-gcs-misnamed only
 	fmt.Println(ok)
 	// Output:
-	// [archive]
-	// {Provider:gcs Bucket:co-archive Prefix:reps} true
+	// [gcs-archive]
+	// {Provider:gcs Bucket:co-gcs-archive Prefix:reps CredentialsFile:} true
+	// false
 	// false
 }
 
 func ExampleHandler_Handle() {
 	// A fake GCS on loopback stands in for the destination bucket.
-	g, err := testenv.NewGCS("co-archive")
+	g, err := testenv.NewGCS("co-gcs-archive")
 	if err != nil {
 		panic(err)
 	}
@@ -50,12 +54,12 @@ func ExampleHandler_Handle() {
 	blob, _ := blobs.Put(context.Background(), bytes.NewReader([]byte("%PDF-1.4 …")), sink.PutOptions{})
 
 	aliases, _ := replicate.NewAliases(map[string]replicate.Binding{
-		"archive": {Provider: replicate.ProviderGCS, Bucket: "co-archive", Prefix: "reps"},
+		"gcs-archive": {Provider: replicate.ProviderGCS, Bucket: "co-gcs-archive", Prefix: "reps"},
 	})
 	h, _ := replicate.New(replicate.Options{Source: blobs, Aliases: aliases, GCS: g.Client})
 	cmd := &envelope.ContentReplicate{
 		OccurredAt: time.Now(), CommandID: "rep-1", BlobURI: blob.URI, MediaType: "application/pdf",
-		Provider: "gcs", CredentialsAlias: "archive", Destination: "2026/report (final).pdf",
+		Provider: "gcs", CredentialsAlias: "gcs-archive", Destination: "2026/report (final).pdf",
 		InfoItemRepSpecID: "iirs-1", SourceRevisionID: "rev-1", InfoSourceID: "isrc-1",
 	}
 
@@ -69,7 +73,7 @@ func ExampleHandler_Handle() {
 	out = h.Handle(context.Background(), cmd)
 	fmt.Println(out.Kind, out.Reason)
 	// Output:
-	// complete true https://storage.googleapis.com/co-archive/reps/2026/report%20%28final%29.pdf
+	// complete true https://storage.googleapis.com/co-gcs-archive/reps/2026/report%20%28final%29.pdf
 	// complete false
 	// permanent invalid_destination
 }

@@ -8,3 +8,6 @@ func SetClock(h *Handler, now func() time.Time) { h.now = now }
 
 // PublicURL exposes publicURL to the tests.
 var PublicURL = publicURL
+
+// LoadAliasesAt is LoadAliases on a given clock.
+var LoadAliasesAt = loadAliases

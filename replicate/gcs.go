@@ -34,7 +34,8 @@ type object struct {
 	cacheControl       string
 	contentDisposition string
 	storageClass       string
-	md5                []byte
+	metadata           map[string]string // the content stamp
+	md5                []byte            // for an upload; a copy reads its source's
 	crc32c             uint32
 }
 
@@ -82,6 +83,7 @@ const (
 	identical                         // present with the same md5
 	differs                           // present with other bytes, or none to compare
 	vanished                          // precondition failed, yet no object is there
+	gone                              // the copy's source object is not there
 )
 
 type writeResult struct {
@@ -91,8 +93,10 @@ type writeResult struct {
 	err       error // the provider's failure; outcome is then zero
 }
 
-// gcsWriter writes into one bucket: the bucket of one alias.
+// gcsWriter writes into one bucket: the bucket of one alias, as the
+// alias's identity (client), which also reads a copy's source.
 type gcsWriter struct {
+	client *storage.Client
 	bucket *storage.BucketHandle
 	name   string
 }
@@ -109,6 +113,56 @@ func (g *gcsWriter) write(ctx context.Context, o object, body *sourceReader) wri
 	} else {
 		return writeResult{outcome: wrote, publicURL: publicURL(g.name, o.key)}
 	}
+	return g.existing(ctx, obj, o)
+}
+
+// copy creates o.key from a blob in a bucket, server side (a rewrite,
+// looped on its token by the client), only if absent
+// (ifGenerationMatch=0), with o's content type, options and stamp; nothing
+// of the source's metadata (the temp store's customTime) is asked for. A
+// precondition failure is settled as write's is, against the md5 the
+// source reports. A 404 is the source's when the source is not there
+// (gone), and otherwise the destination's.
+func (g *gcsWriter) copy(ctx context.Context, o object, srcBucket, srcObject string) writeResult {
+	src := g.client.Bucket(srcBucket).Object(srcObject)
+	dst := g.bucket.Object(o.key)
+	// No retry inside: a transient failure returns at once and the
+	// command comes back through the loop, as an upload's does.
+	c := dst.If(storage.Conditions{DoesNotExist: true}).Retryer(storage.WithPolicy(storage.RetryNever)).CopierFrom(src)
+	c.ContentType = o.contentType
+	c.CacheControl = o.cacheControl
+	c.ContentDisposition = o.contentDisposition
+	c.StorageClass = o.storageClass
+	c.Metadata = o.metadata
+	_, err := c.Run(ctx)
+	switch status := statusOf(err); {
+	case err == nil:
+		return writeResult{outcome: wrote, publicURL: publicURL(g.name, o.key)}
+	case status == http.StatusNotFound:
+		if _, serr := src.Attrs(ctx); errors.Is(serr, storage.ErrObjectNotExist) {
+			return writeResult{outcome: gone}
+		}
+		return writeResult{err: err}
+	case status != http.StatusPreconditionFailed:
+		return writeResult{err: err}
+	}
+	attrs, err := src.Attrs(ctx)
+	switch {
+	case errors.Is(err, storage.ErrObjectNotExist):
+		return writeResult{outcome: gone}
+	case err != nil:
+		return writeResult{err: err}
+	}
+	o.md5 = attrs.MD5
+	if len(o.md5) == 0 {
+		return writeResult{outcome: differs, detail: "the source reports no md5 to compare (a composite object)"}
+	}
+	return g.existing(ctx, dst, o)
+}
+
+// existing settles a create refused because obj exists: the same md5 as
+// o's is the same bytes.
+func (g *gcsWriter) existing(ctx context.Context, obj *storage.ObjectHandle, o object) writeResult {
 	attrs, err := obj.Attrs(ctx)
 	switch {
 	case errors.Is(err, storage.ErrObjectNotExist):
@@ -137,6 +191,7 @@ func (g *gcsWriter) create(ctx context.Context, obj *storage.ObjectHandle, o obj
 	w.CacheControl = o.cacheControl
 	w.ContentDisposition = o.contentDisposition
 	w.StorageClass = o.storageClass
+	w.Metadata = o.metadata
 	w.MD5 = o.md5
 	w.CRC32C = o.crc32c
 	w.SendCRC32C = true

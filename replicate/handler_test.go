@@ -818,7 +818,12 @@ func TestSourceFailures(t *testing.T) {
 
 func TestAPanicIsUnclassified(t *testing.T) {
 	src := &testSource{
-		uri:  func(string) string { panic("a bug in the store") },
+		uri: func(fp string) string {
+			if fp == strings.Repeat("a", 64) {
+				panic("a bug in the store")
+			}
+			return "file:///blobs/" + fp + ".bin"
+		},
 		open: func(int, string) (io.ReadCloser, error) { return nil, nil },
 	}
 	aliases, _ := primary(t)

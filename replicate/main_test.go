@@ -23,11 +23,13 @@ import (
 )
 
 // The buckets of the shared fake: two an operator provisioned as
-// destinations, and the temp store of a gcs-backed worker.
+// destinations, the temp store of a gcs-backed worker, and the permanent
+// store.
 const (
 	destBucket  = "replicate-dest"
 	otherBucket = "replicate-other"
 	tempBucket  = "replicate-temp"
+	permBucket  = "replicate-permanent"
 )
 
 var fake *testenv.GCS
@@ -35,7 +37,7 @@ var fake *testenv.GCS
 func TestMain(m *testing.M) {
 	testenv.ServeGCSChild()
 	var err error
-	fake, err = testenv.NewGCS(destBucket, otherBucket, tempBucket)
+	fake, err = testenv.NewGCS(destBucket, otherBucket, tempBucket, permBucket)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -9,6 +9,7 @@ import (
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/sink"
+	"github.com/replicator-go/replicator/sink/gcs"
 )
 
 // Source is the blob store a replicated blob is read from: the sink this
@@ -28,26 +29,57 @@ type Source interface {
 // backend: gone for this worker, but a fresh fetch brings it back.
 var blobSchemes = []string{"file", "gs"}
 
-// locate returns the fingerprint blobURI names, or the refusal. The URI is
-// never opened or resolved as a path: the only candidate taken from it is
-// a 64-hex lower-case fingerprint, the store rebuilds the URI from that, and
-// the two must be equal byte for byte. So traversal, percent-encoding,
-// upper-case hex, a query and a stranger's bucket all fail the comparison,
-// with nothing to enumerate.
-func locate(blobURI string, src Source) (string, envelope.ReplicateReason, string) {
+// located is a blob a command may be copied from: its fingerprint, and the
+// URI a store of this host minted for it (equal to the command's blob_uri).
+type located struct {
+	fp        string
+	uri       string
+	permanent bool // the permanent store's, not the temp store's
+}
+
+// locate returns the blob blobURI names, or the refusal. The URI is never
+// opened or resolved as a path: the only candidate taken from it is a
+// 64-hex lower-case fingerprint, each store this host reads rebuilds the
+// URI from that (the temp store first, then the permanent store when
+// permanentBucket is set), and one must be equal byte for byte. So
+// traversal, percent-encoding, upper-case hex, a query and a stranger's
+// bucket all fail the comparison, with nothing to enumerate.
+func locate(blobURI string, src Source, permanentBucket string) (located, envelope.ReplicateReason, string) {
 	fp := fingerprintIn(blobURI)
 	if fp != "" {
 		minted := src.URI(fp)
 		if minted == blobURI {
-			return fp, "", ""
+			return located{fp: fp, uri: minted}, "", ""
+		}
+		if permanentBucket != "" && gcs.URI(permanentBucket, fp) == blobURI {
+			return located{fp: fp, uri: blobURI, permanent: true}, "", ""
 		}
 		if otherBackend(blobURI, minted) {
-			return "", envelope.ReplicateReasonBlobExpired,
+			return located{}, envelope.ReplicateReasonBlobExpired,
 				"blob_uri names a blob of a storage backend this worker no longer reads"
 		}
 	}
-	return "", envelope.ReplicateReasonInvalidSource,
+	return located{}, envelope.ReplicateReasonInvalidSource,
 		"blob_uri is not a reference this store minted: " + shown(blobURI)
+}
+
+// gcsObjectOf splits a gs:// URI a store of this host minted (never a
+// command's) into its bucket and object name; ok is false for any other
+// URI, whose blob is read through its Source instead.
+func gcsObjectOf(minted string) (bucket, object string, ok bool) {
+	rest, ok := strings.CutPrefix(minted, "gs://")
+	if !ok {
+		return "", "", false
+	}
+	bucket, object, ok = strings.Cut(rest, "/")
+	return bucket, object, ok && bucket != "" && object != ""
+}
+
+// hostBucket is the bucket the temp store keeps its blobs in, or "" when it
+// is not a bucket (the local backend).
+func hostBucket(src Source) string {
+	bucket, _, _ := gcsObjectOf(src.URI(strings.Repeat("0", 64)))
+	return bucket
 }
 
 // fingerprintIn returns the fingerprint the URI's last path segment spells

@@ -23,6 +23,9 @@ import (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// goneDetail is the detail of blob_expired for a blob no store holds.
+const goneDetail = "the blob for this command is no longer stored"
+
 // digests of the blob, taken in a first read so the write can send them:
 // the provider then refuses a corrupted upload instead of keeping it, and
 // a precondition failure is settled without reading the blob again.
@@ -67,6 +70,26 @@ func (h *Handler) write(ctx context.Context, cmd *envelope.ContentReplicate, w w
 	switch {
 	case body.err != nil:
 		return h.sourceFailure(cmd, "read", body.err)
+	case res.err != nil && ctx.Err() == nil && wctx.Err() == nil &&
+		statusOf(res.err) == http.StatusBadRequest && body.n == d.size && body.crc.Sum32() != d.crc32c:
+		// The refusal is the checksum's: the blob changed between reads.
+		return unclassified(fmt.Errorf("replicate: the stored blob %s changed while it was copied", fp))
+	}
+	return h.settle(ctx, wctx, cmd, o, res)
+}
+
+// copy copies a blob in a bucket to w's bucket server side, bounded by the
+// write timeout, and maps the result onto an outcome.
+func (h *Handler) copy(ctx context.Context, cmd *envelope.ContentReplicate, w writer, o object, srcBucket, srcObject string) Outcome {
+	wctx, cancel := context.WithTimeout(ctx, h.writeTimeout)
+	defer cancel()
+	return h.settle(ctx, wctx, cmd, o, w.copy(wctx, o, srcBucket, srcObject))
+}
+
+// settle maps a write's result onto an outcome; wctx is the write's
+// context, ctx the handling's.
+func (h *Handler) settle(ctx, wctx context.Context, cmd *envelope.ContentReplicate, o object, res writeResult) Outcome {
+	switch {
 	case res.err == nil:
 	case ctx.Err() != nil:
 		return transient(fmt.Errorf("replicate: write of %s abandoned: %w", shownKey(o.key), ctx.Err()))
@@ -74,12 +97,8 @@ func (h *Handler) write(ctx context.Context, cmd *envelope.ContentReplicate, w w
 		return transient(fmt.Errorf("replicate: write of %s timed out after %v: %w", shownKey(o.key), h.writeTimeout, safeErr(res.err)))
 	default:
 		status := statusOf(res.err)
-		if status == http.StatusBadRequest && body.n == d.size && body.crc.Sum32() != d.crc32c {
-			// The refusal is the checksum's: the blob changed between reads.
-			return unclassified(fmt.Errorf("replicate: the stored blob %s changed while it was copied", fp))
-		}
 		if reason, ok := providerReason(status); ok {
-			return h.permanent(cmd, reason, fmt.Sprintf("the provider refused the write of %s (%d): %v", shownKey(o.key), status, safeErr(res.err)))
+			return h.refuse(cmd, reason, fmt.Sprintf("the provider refused the write of %s (%d): %v", shownKey(o.key), status, safeErr(res.err)))
 		}
 		return transient(fmt.Errorf("replicate: write of %s failed: %w", shownKey(o.key), safeErr(res.err)))
 	}
@@ -90,8 +109,10 @@ func (h *Handler) write(ctx context.Context, cmd *envelope.ContentReplicate, w w
 	case identical:
 		return h.complete(cmd, res.publicURL, false)
 	case differs:
-		return h.permanent(cmd, envelope.ReplicateReasonDestinationConflict,
+		return h.refuse(cmd, envelope.ReplicateReasonDestinationConflict,
 			fmt.Sprintf("the destination %s already holds different bytes: %s", shownKey(o.key), res.detail))
+	case gone:
+		return h.refuse(cmd, envelope.ReplicateReasonBlobExpired, goneDetail)
 	default:
 		// A precondition failure with no object behind it is a race (a
 		// delete, an unfinished upload), not a conflict: the next attempt
@@ -108,7 +129,7 @@ func (h *Handler) write(ctx context.Context, cmd *envelope.ContentReplicate, w w
 // transient.
 func (h *Handler) sourceFailure(cmd *envelope.ContentReplicate, op string, err error) Outcome {
 	if errors.Is(err, sink.ErrNotFound) {
-		return h.permanent(cmd, envelope.ReplicateReasonBlobExpired, "the blob for this command is no longer stored")
+		return h.refuse(cmd, envelope.ReplicateReasonBlobExpired, goneDetail)
 	}
 	err = fmt.Errorf("replicate: %s the blob: %w", op, safeErr(err))
 	if _, terminal := providerReason(statusOf(err)); terminal {

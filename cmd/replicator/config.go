@@ -65,6 +65,7 @@ type Config struct {
 	ReplicateConsumerName  string // resolved, as ConsumerName
 	ReplicationAliasesFile string // "" means nothing is provisioned
 	ReplicateWriteTimeout  time.Duration
+	PermanentBucket        string // "" means no permanent store
 
 	ReadBlock                   time.Duration
 	ClaimMinIdle                time.Duration
@@ -304,6 +305,10 @@ var settings = []setting{
 			}
 			return seconds(func(c *Config) *time.Duration { return &c.ReplicateWriteTimeout }, false)(c, v)
 		}},
+	{name: "REPLICATOR_PERMANENT_BUCKET", def: "", blank: blankDefault,
+		forms:   "a bucket name",
+		meaning: "the permanent store's bucket: `content.replicate` also copies from `gs://<bucket>/blobs/<sha256>.bin`, which never expires, and no alias may bind it ([replicate.md, The source](replicate.md#the-source)); none reads the temp store only",
+		set:     func(c *Config, v string) error { c.PermanentBucket = v; return nil }},
 	{name: "REPLICATOR_CONSUMER_NAME", def: "", blank: blankDefault,
 		shownDef: "derived from the group: `" + engine.ConsumerName(contentfetch.DefaultGroup) + "`",
 		forms:    "a consumer name",
@@ -588,10 +593,6 @@ var settings = []setting{
 		}},
 
 	// The Python worker's settings this worker knows and does not read.
-	{name: "REPLICATOR_PERMANENT_BUCKET", blank: blankDefault, by: byNone,
-		forms:   "a bucket name",
-		meaning: "the Python worker's permanent store for `content.persist`, which this worker does not have ([differences.md](differences.md#contentpersist))",
-		set:     func(*Config, string) error { return nil }},
 	{name: "REPLICATOR_ALLOW_ANY_CHECKOUT", blank: blankDefault, by: byNone,
 		forms:   "`1`",
 		meaning: "the Python worker's bypass of its main-checkout start guard; this worker is a built binary, with no checkout to guard",

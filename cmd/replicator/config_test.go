@@ -67,6 +67,8 @@ func TestLoadConfigEverySetting(t *testing.T) {
 		{variable: "REPLICATOR_REPLICATE_WRITE_TIMEOUT_SECONDS", get: func(c Config) any { return c.ReplicateWriteTimeout },
 			def: 120 * time.Second, blank: refused, good: "300", goodWant: 300 * time.Second,
 			bad: []string{"0", "-1", "2.5", "inf", "two minutes"}},
+		{variable: "REPLICATOR_PERMANENT_BUCKET", get: func(c Config) any { return c.PermanentBucket },
+			def: "", blank: "", good: "co-gcs-replicator", goodWant: "co-gcs-replicator"},
 		{variable: "REPLICATOR_CONSUMER_NAME", get: func(c Config) any { return c.ConsumerName },
 			def: "replicator-fetch-1", blank: "replicator-fetch-1", good: "replicator-fetch-2", goodWant: "replicator-fetch-2"},
 		{variable: "REPLICATOR_REPLICATE_CONSUMER_NAME", get: func(c Config) any { return c.ReplicateConsumerName },

@@ -37,21 +37,23 @@ func replicateCapability(ctx context.Context, cfg Config, blobs sink.Sink, log *
 		}
 	}
 	h, err := replicate.New(replicate.Options{
-		Source:       src,
-		Aliases:      aliases,
-		GCS:          gcsClient,
-		WriteTimeout: cfg.ReplicateWriteTimeout,
-		Logger:       log,
+		Source:          src,
+		PermanentBucket: cfg.PermanentBucket,
+		Aliases:         aliases,
+		GCS:             gcsClient,
+		WriteTimeout:    cfg.ReplicateWriteTimeout,
+		Logger:          log,
 	})
 	if err != nil {
 		closeGCS()
 		return capability.Capability{}, nil, nil, err
 	}
-	log.Info("content.replicate ready", "group", cfg.ReplicateConsumerGroup, "aliases", aliases.Names(),
-		"write_timeout_seconds", h.WriteTimeout().Seconds())
+	closeAll := func() { h.Close(); closeGCS() }
+	log.Info("content.replicate ready", "group", cfg.ReplicateConsumerGroup, "aliases", h.Names(),
+		"permanent_bucket", cfg.PermanentBucket, "write_timeout_seconds", h.WriteTimeout().Seconds())
 	rc := replicate.Capability(h)
 	rc.Group, rc.Consumer = cfg.ReplicateConsumerGroup, cfg.ReplicateConsumerName
-	return rc, aliases.Names(), closeGCS, nil
+	return rc, h.Names(), closeAll, nil
 }
 
 // needsGCS reports whether any provisioned alias writes to GCS.

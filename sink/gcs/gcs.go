@@ -138,6 +138,14 @@ func (s *Sink) preflight(ctx context.Context) error {
 	return nil
 }
 
+// URI returns the gs:// URI of the blob with this fingerprint in bucket
+// under DefaultPrefix: what a Sink with the default prefix mints, and the
+// address of a blob in the permanent store (REPLICATOR_PERMANENT_BUCKET,
+// gs://<bucket>/blobs/<sha256>.bin). It checks neither argument.
+func URI(bucket, fingerprint string) string {
+	return "gs://" + bucket + "/" + DefaultPrefix + "/" + fingerprint + ".bin"
+}
+
 // Object returns the object name of the blob with this fingerprint.
 func (s *Sink) Object(fingerprint string) string { return s.prefix + fingerprint + ".bin" }
 

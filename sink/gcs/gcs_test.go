@@ -113,6 +113,9 @@ func TestNamesAndPrefix(t *testing.T) {
 			if want := "gs://" + bucket + "/" + tc.wantObject; b.URI != want {
 				t.Errorf("URI = %q, want %q", b.URI, want)
 			}
+			if tc.prefix == "" && URI(bucket, fp) != b.URI {
+				t.Errorf("URI(bucket, fp) = %q, want the default-prefix sink's %q", URI(bucket, fp), b.URI)
+			}
 			if _, err := fake.Server.GetObject(bucket, tc.wantObject); err != nil {
 				t.Errorf("object %s not in the bucket: %v", tc.wantObject, err)
 			}
