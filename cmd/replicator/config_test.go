@@ -13,8 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/replicator-go/replicator/contentfetch"
-	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/engine"
+	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/replicate"
 	"github.com/replicator-go/replicator/sink/gcs"
@@ -319,8 +319,8 @@ func TestSettingDefaultsMatchTheLibraries(t *testing.T) {
 		t.Fatal(err)
 	}
 	lib := engine.Config{}.WithDefaults()
-	got := c.loop(nil, nil)
-	got.Consumer, got.Logger = lib.Consumer, lib.Logger
+	got := c.engine(nil, nil)
+	got.Logger = lib.Logger
 	if diff := cmp.Diff(lib, got, cmpopts.IgnoreFields(engine.Config{}, "Logger", "Registerer")); diff != "" {
 		t.Errorf("engine.Config from the defaults (-library +settings):\n%s", diff)
 	}
