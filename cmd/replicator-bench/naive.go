@@ -22,8 +22,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/contentfetch"
-	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/engine"
+	"github.com/replicator-go/replicator/envelope"
 )
 
 // naiveChildEnv, when set, makes the bench process the naive loop: the

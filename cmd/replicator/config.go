@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
-	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/replicate"
 )

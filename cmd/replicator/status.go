@@ -17,11 +17,11 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/redisacl"
 	"github.com/replicator-go/replicator/internal/redisclock"
 	"github.com/replicator-go/replicator/internal/streamstate"
-	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/policy/fleet"
 )
