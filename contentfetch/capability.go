@@ -30,11 +30,13 @@ const (
 	DefaultConcurrency      = 16
 	DefaultMaxHeldPerHost   = 64
 	DefaultMaxActivePerHost = 4
-	// MinDefaultMaxHeld is the least default MaxHeld: held commands beyond
-	// the requests in flight let the scheduler find other hosts' commands
-	// while some wait for their host's window (docs/operations.md,
-	// Memory).
-	MinDefaultMaxHeld = 256
+	// DefaultHeldPerRequest and MinDefaultMaxHeld size the default
+	// MaxHeld: commands held per request in flight, and never fewer than
+	// MinDefaultMaxHeld. Held commands beyond the requests in flight let
+	// the scheduler find other hosts' commands while some wait for their
+	// host's window (docs/operations.md, Memory).
+	DefaultHeldPerRequest = 2
+	MinDefaultMaxHeld     = 256
 	// DrainMargin is added to the Fetcher's MaxFetchTime for the default
 	// DrainTimeout, so a fetch that ends at its bound can still record its
 	// fate.
@@ -42,9 +44,9 @@ const (
 )
 
 // DefaultMaxHeld is the MaxHeld of a worker with concurrency requests in
-// flight: twice that, at least MinDefaultMaxHeld.
+// flight: DefaultHeldPerRequest × concurrency, at least MinDefaultMaxHeld.
 func DefaultMaxHeld(concurrency int) int {
-	return max(2*concurrency, MinDefaultMaxHeld)
+	return max(DefaultHeldPerRequest*concurrency, MinDefaultMaxHeld)
 }
 
 // Capability is content.fetch as the engine runs it, handled by h: its

@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
@@ -64,11 +65,11 @@ func TestHandleRefusesDeclaredLengthBeforeReading(t *testing.T) {
 			// The caller's deadline is shorter than the operation timeout only so
 			// that a fetcher which reads on fails in 10 s rather than 30.
 			start := time.Now()
-			out := h.Handle(specCtx(t, 10*time.Second), cmd, nil)
+			out := h.Fetch(specCtx(t, 10*time.Second), cmd, nil)
 			took := time.Since(start)
 
-			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonTooLarge || !errors.Is(out.Err, fetch.ErrTooLarge) {
-				t.Fatalf("outcome = %v/%q (%v), want permanent/too_large", out.Kind, out.Reason, out.Err)
+			if out.Fate != capability.Close || out.Reason != string(envelope.ReasonTooLarge) || !errors.Is(out.Err, fetch.ErrTooLarge) {
+				t.Fatalf("outcome = %v/%q (%v), want permanent/too_large", out.Name(), out.Reason, out.Err)
 			}
 			// Far below the 30 s operation timeout: the refusal came from the
 			// header, not from a read that timed out.
@@ -156,8 +157,8 @@ func TestFailedFactDetailIsBounded(t *testing.T) {
 		h := fetchenv.New(t, testenv.Status(http.StatusNotFound, nil, "gone"), fetchenv.Options{})
 		out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/"+strings.Repeat("p", 8*contentfetch.MaxDetailLength))))
 		fact, ok := out.Fact.(*envelope.FetchFailed)
-		if out.Kind != contentfetch.Permanent || !ok {
-			t.Fatalf("outcome = %v (%v), want permanent with a fact", out.Kind, out.Err)
+		if out.Fate != capability.Close || !ok {
+			t.Fatalf("outcome = %v (%v), want permanent with a fact", out.Name(), out.Err)
 		}
 		if fact.Detail == nil || len(*fact.Detail) > contentfetch.MaxDetailLength || !utf8.ValidString(*fact.Detail) {
 			t.Errorf("detail = %d bytes (nil %v), want at most %d of valid UTF-8", len(deref(fact.Detail)), fact.Detail == nil, contentfetch.MaxDetailLength)
@@ -187,9 +188,9 @@ func TestHandleFetchedAtIsWhenTheBodyEnded(t *testing.T) {
 	handler := contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: h.Fetcher, Sink: spy, Logger: fetchenv.Quiet})
 
 	start := time.Now().Round(0) // wall clock, as the fact's times are
-	out := handler.Handle(specCtx(t, 30*time.Second), fetchenv.Command(h.URL("origin.test", "/slow")), nil)
-	if out.Kind != contentfetch.Stored {
-		t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
+	out := handler.Fetch(specCtx(t, 30*time.Second), fetchenv.Command(h.URL("origin.test", "/slow")), nil)
+	if out.Label != contentfetch.Stored {
+		t.Fatalf("kind = %v (%v), want stored", out.Name(), out.Err)
 	}
 	fact := out.Fact.(*envelope.BlobAvailable)
 	if fact.FetchedAt == nil {
@@ -213,7 +214,7 @@ func TestHandleFetchedAtIsWhenTheBodyEnded(t *testing.T) {
 }
 
 // TestHandleNetworkErrorsAreTransient checks docs/taxonomy.md, Classifying the final response: "network errors
-// (DNS, connect, reset, TLS) → transient". Each is a Transient outcome with
+// (DNS, connect, reset, TLS) → transient". Each is a Retry outcome with
 // no fact, and nothing is stored. An untrusted certificate is included on
 // purpose: Retryable treats it as not worth retrying within one Get, but
 // docs/taxonomy.md classifies every TLS failure as transient for a command.
@@ -244,8 +245,8 @@ func TestHandleNetworkErrorsAreTransient(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out := h.Handle(t, fetchenv.Command(tt.url))
-			if out.Kind != contentfetch.Transient {
-				t.Fatalf("outcome = %v/%q (%v), want transient", out.Kind, out.Reason, out.Err)
+			if out.Fate != capability.Retry {
+				t.Fatalf("outcome = %v/%q (%v), want transient", out.Name(), out.Reason, out.Err)
 			}
 			if out.Fact != nil {
 				t.Errorf("transient outcome carries a fact: %#v", out.Fact)
@@ -315,9 +316,9 @@ func TestHandleDefaultHeadersOnTheWire(t *testing.T) {
 			before := len(origin.requests())
 			cmd := fetchenv.Command(origin.url("origin.test", "/feed"))
 			cmd.Headers = tt.headers
-			out := h.Handle(specCtx(t, 30*time.Second), cmd, nil)
-			if out.Kind != contentfetch.Stored {
-				t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
+			out := h.Fetch(specCtx(t, 30*time.Second), cmd, nil)
+			if out.Label != contentfetch.Stored {
+				t.Fatalf("kind = %v (%v), want stored", out.Name(), out.Err)
 			}
 			heads := origin.requests()
 			if len(heads) != before+1 {
@@ -574,8 +575,8 @@ func TestRequestLineAndHost(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(origin.requests())
-			if out := h.Handle(specCtx(t, 30*time.Second), fetchenv.Command(tt.url), nil); out.Kind != contentfetch.Stored {
-				t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
+			if out := h.Fetch(specCtx(t, 30*time.Second), fetchenv.Command(tt.url), nil); out.Label != contentfetch.Stored {
+				t.Fatalf("kind = %v (%v), want stored", out.Name(), out.Err)
 			}
 			heads := origin.requests()
 			if len(heads) != before+1 {

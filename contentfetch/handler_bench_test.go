@@ -40,8 +40,8 @@ func BenchmarkHandle(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				if out := handler.Handle(ctx, cmd, nil); out.Kind != contentfetch.Stored {
-					b.Fatalf("kind = %v (%v)", out.Kind, out.Err)
+				if out := handler.Fetch(ctx, cmd, nil); out.Label != contentfetch.Stored {
+					b.Fatalf("kind = %v (%v)", out.Name(), out.Err)
 				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
@@ -80,11 +80,11 @@ func BenchmarkHandle64MiBPeakHeap(b *testing.B) {
 				}
 			}
 		})
-		out := handler.Handle(context.Background(), cmd, nil)
+		out := handler.Fetch(context.Background(), cmd, nil)
 		close(stop)
 		wg.Wait()
-		if out.Kind != contentfetch.Stored || out.Fact.(*envelope.BlobAvailable).SizeBytes != size {
-			b.Fatalf("kind = %v (%v)", out.Kind, out.Err)
+		if out.Label != contentfetch.Stored || out.Fact.(*envelope.BlobAvailable).SizeBytes != size {
+			b.Fatalf("kind = %v (%v)", out.Name(), out.Err)
 		}
 		if top > base {
 			peak = max(peak, top-base)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
@@ -33,8 +34,8 @@ func TestHandleStoresBodyAndPublishesEnrichedFact(t *testing.T) {
 	before := time.Now()
 	cmd := fetchenv.Command(h.URL("origin.test", "/page"))
 	out := h.Handle(t, cmd)
-	if out.Kind != contentfetch.Stored {
-		t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
+	if out.Label != contentfetch.Stored {
+		t.Fatalf("kind = %v (%v), want stored", out.Name(), out.Err)
 	}
 	want := &envelope.BlobAvailable{
 		SchemaVersion:      1,
@@ -72,7 +73,7 @@ func TestHandleStatusClasses(t *testing.T) {
 		name       string
 		status     int
 		header     map[string]string
-		wantKind   contentfetch.Kind
+		wantKind   string
 		wantReason envelope.Reason
 		// wantInterval is the host's interval in force after the response,
 		// checked through the pacer; 0 means not escalated.
@@ -82,37 +83,37 @@ func TestHandleStatusClasses(t *testing.T) {
 		{name: "203", status: 203, wantKind: contentfetch.Stored},
 		{name: "206", status: 206, wantKind: contentfetch.Stored},
 		{name: "304", status: 304, wantKind: contentfetch.NotModified, wantReason: envelope.ReasonNotModified},
-		{name: "404", status: 404, wantKind: contentfetch.Permanent, wantReason: envelope.ReasonHTTPStatus},
-		{name: "412", status: 412, wantKind: contentfetch.Permanent, wantReason: envelope.ReasonHTTPStatus},
-		{name: "410", status: 410, wantKind: contentfetch.Permanent, wantReason: envelope.ReasonHTTPStatus},
-		{name: "408", status: 408, wantKind: contentfetch.Transient},
-		{name: "500", status: 500, wantKind: contentfetch.Transient},
-		{name: "429 without Retry-After", status: 429, wantKind: contentfetch.Transient, wantInterval: 2 * time.Second},
-		{name: "429 delta-seconds", status: 429, header: map[string]string{"Retry-After": "7"}, wantKind: contentfetch.Transient, wantInterval: 7 * time.Second},
-		{name: "429 HTTP-date", status: 429, header: map[string]string{"Retry-After": httpDate}, wantKind: contentfetch.Transient, wantInterval: 29 * time.Second},
-		{name: "429 malformed", status: 429, header: map[string]string{"Retry-After": "1_0"}, wantKind: contentfetch.Transient, wantInterval: 2 * time.Second},
-		{name: "503", status: 503, wantKind: contentfetch.Transient, wantInterval: 2 * time.Second},
-		{name: "300 is not followed", status: 300, header: map[string]string{"Location": "/elsewhere"}, wantKind: contentfetch.Permanent, wantReason: envelope.ReasonHTTPStatus},
+		{name: "404", status: 404, wantKind: fetchenv.Permanent, wantReason: envelope.ReasonHTTPStatus},
+		{name: "412", status: 412, wantKind: fetchenv.Permanent, wantReason: envelope.ReasonHTTPStatus},
+		{name: "410", status: 410, wantKind: fetchenv.Permanent, wantReason: envelope.ReasonHTTPStatus},
+		{name: "408", status: 408, wantKind: fetchenv.Transient},
+		{name: "500", status: 500, wantKind: fetchenv.Transient},
+		{name: "429 without Retry-After", status: 429, wantKind: fetchenv.Transient, wantInterval: 2 * time.Second},
+		{name: "429 delta-seconds", status: 429, header: map[string]string{"Retry-After": "7"}, wantKind: fetchenv.Transient, wantInterval: 7 * time.Second},
+		{name: "429 HTTP-date", status: 429, header: map[string]string{"Retry-After": httpDate}, wantKind: fetchenv.Transient, wantInterval: 29 * time.Second},
+		{name: "429 malformed", status: 429, header: map[string]string{"Retry-After": "1_0"}, wantKind: fetchenv.Transient, wantInterval: 2 * time.Second},
+		{name: "503", status: 503, wantKind: fetchenv.Transient, wantInterval: 2 * time.Second},
+		{name: "300 is not followed", status: 300, header: map[string]string{"Location": "/elsewhere"}, wantKind: fetchenv.Permanent, wantReason: envelope.ReasonHTTPStatus},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := fetchenv.New(t, testenv.Status(tt.status, tt.header, "body"), fetchenv.Options{})
 			cmd := fetchenv.Command(h.URL("origin.test", "/"))
 			out := h.Handle(t, cmd)
-			if out.Kind != tt.wantKind || out.Reason != tt.wantReason {
-				t.Fatalf("outcome = %v/%q (%v), want %v/%q", out.Kind, out.Reason, out.Err, tt.wantKind, tt.wantReason)
+			if out.Name() != tt.wantKind || out.Reason != string(tt.wantReason) {
+				t.Fatalf("outcome = %v/%q (%v), want %v/%q", out.Name(), out.Reason, out.Err, tt.wantKind, tt.wantReason)
 			}
 			if out.StatusCode != tt.status {
 				t.Errorf("status = %d, want %d", out.StatusCode, tt.status)
 			}
 			switch tt.wantKind {
-			case contentfetch.Permanent, contentfetch.NotModified:
+			case fetchenv.Permanent, contentfetch.NotModified:
 				want := &envelope.FetchFailed{SchemaVersion: 1, CommandID: "01JCMD", URL: cmd.URL, InfoSourceID: "source-7",
 					Reason: tt.wantReason, Terminal: true, StatusCode: new(tt.status)}
 				if diff := cmp.Diff(want, out.Fact, fetchenv.IgnoreFactTimes); diff != "" {
 					t.Errorf("fact mismatch (-want +got):\n%s", diff)
 				}
-			case contentfetch.Transient:
+			case fetchenv.Transient:
 				if out.Fact != nil {
 					t.Errorf("transient outcome carries a fact: %#v", out.Fact)
 				}
@@ -169,8 +170,8 @@ func TestHandleRefusesBadRequestOptionsBeforeAnyRequest(t *testing.T) {
 			cmd := fetchenv.Command(h.URL("origin.test", "/"))
 			cmd.Headers, cmd.TimeoutSeconds = tt.headers, tt.timeout
 			out := h.Handle(t, cmd)
-			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonInvalidRequestOptions {
-				t.Fatalf("outcome = %v/%q (%v), want permanent/invalid_request_options", out.Kind, out.Reason, out.Err)
+			if out.Fate != capability.Close || out.Reason != string(envelope.ReasonInvalidRequestOptions) {
+				t.Fatalf("outcome = %v/%q (%v), want permanent/invalid_request_options", out.Name(), out.Reason, out.Err)
 			}
 			if !errors.Is(out.Err, guard.ErrInvalidOptions) {
 				t.Errorf("err = %v, want guard.ErrInvalidOptions", out.Err)
@@ -187,8 +188,8 @@ func TestHandleRefusesUnfetchableURLs(t *testing.T) {
 	for _, raw := range []string{"ftp://origin.test/x", "file:///etc/passwd", "http:///nohost", "mailto:a@b.test", "not a url at all", "http://[::1", "javascript:alert(1)", ""} {
 		t.Run(raw, func(t *testing.T) {
 			out := h.Handle(t, fetchenv.Command(raw))
-			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonNotFetchable {
-				t.Fatalf("outcome = %v/%q (%v), want permanent/not_fetchable", out.Kind, out.Reason, out.Err)
+			if out.Fate != capability.Close || out.Reason != string(envelope.ReasonNotFetchable) {
+				t.Fatalf("outcome = %v/%q (%v), want permanent/not_fetchable", out.Name(), out.Reason, out.Err)
 			}
 		})
 	}
@@ -217,9 +218,9 @@ func TestHandleRefusesDeniedDestinations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out := tt.handler.Handle(t.Context(), fetchenv.Command(tt.url), nil)
-			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonDestinationRefused {
-				t.Fatalf("outcome = %v/%q (%v), want permanent/destination_refused", out.Kind, out.Reason, out.Err)
+			out := tt.handler.Fetch(t.Context(), fetchenv.Command(tt.url), nil)
+			if out.Fate != capability.Close || out.Reason != string(envelope.ReasonDestinationRefused) {
+				t.Fatalf("outcome = %v/%q (%v), want permanent/destination_refused", out.Name(), out.Reason, out.Err)
 			}
 		})
 	}
@@ -252,26 +253,26 @@ func TestHandleRedirects(t *testing.T) {
 	tests := []struct {
 		name       string
 		path       string
-		wantKind   contentfetch.Kind
+		wantKind   string
 		wantReason envelope.Reason
 		wantStatus int
 		wantHits   int
 	}{
 		{name: "10 redirects are followed", path: "/chain/10", wantKind: contentfetch.Stored, wantStatus: 200, wantHits: 11},
-		{name: "the 11th redirect ends the fetch", path: "/chain/11", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonNotFetchable, wantHits: 11},
-		{name: "redirect loop", path: "/loop/a", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonNotFetchable, wantHits: 11},
-		{name: "3xx without Location is its status", path: "/no-location", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonHTTPStatus, wantStatus: 302, wantHits: 1},
-		{name: "Location with a bad scheme", path: "/bad-scheme", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonNotFetchable, wantHits: 1},
-		{name: "redirect to a denied address", path: "/to-metadata", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonDestinationRefused, wantHits: 1},
-		{name: "redirect to a name resolving to a denied address", path: "/to-metadata-name", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonDestinationRefused, wantHits: 1},
+		{name: "the 11th redirect ends the fetch", path: "/chain/11", wantKind: fetchenv.Permanent, wantReason: envelope.ReasonNotFetchable, wantHits: 11},
+		{name: "redirect loop", path: "/loop/a", wantKind: fetchenv.Permanent, wantReason: envelope.ReasonNotFetchable, wantHits: 11},
+		{name: "3xx without Location is its status", path: "/no-location", wantKind: fetchenv.Permanent, wantReason: envelope.ReasonHTTPStatus, wantStatus: 302, wantHits: 1},
+		{name: "Location with a bad scheme", path: "/bad-scheme", wantKind: fetchenv.Permanent, wantReason: envelope.ReasonNotFetchable, wantHits: 1},
+		{name: "redirect to a denied address", path: "/to-metadata", wantKind: fetchenv.Permanent, wantReason: envelope.ReasonDestinationRefused, wantHits: 1},
+		{name: "redirect to a name resolving to a denied address", path: "/to-metadata-name", wantKind: fetchenv.Permanent, wantReason: envelope.ReasonDestinationRefused, wantHits: 1},
 		{name: "relative Location", path: "/relative", wantKind: contentfetch.Stored, wantStatus: 200, wantHits: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := h.Origin.Count()
 			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", tt.path)))
-			if out.Kind != tt.wantKind || out.Reason != tt.wantReason || out.StatusCode != tt.wantStatus {
-				t.Fatalf("outcome = %v/%q/%d (%v), want %v/%q/%d", out.Kind, out.Reason, out.StatusCode, out.Err, tt.wantKind, tt.wantReason, tt.wantStatus)
+			if out.Name() != tt.wantKind || out.Reason != string(tt.wantReason) || out.StatusCode != tt.wantStatus {
+				t.Fatalf("outcome = %v/%q/%d (%v), want %v/%q/%d", out.Name(), out.Reason, out.StatusCode, out.Err, tt.wantKind, tt.wantReason, tt.wantStatus)
 			}
 			if hits := h.Origin.Count() - before; hits != tt.wantHits {
 				t.Errorf("origin saw %d requests, want %d", hits, tt.wantHits)
@@ -296,21 +297,21 @@ func TestHandleSizeLimit(t *testing.T) {
 	h := fetchenv.New(t, mux, fetchenv.Options{Fetch: fetch.Options{MaxBodyBytes: limit}})
 	tests := []struct {
 		path     string
-		wantKind contentfetch.Kind
+		wantKind string
 	}{
-		{"/with-length", contentfetch.Permanent},
-		{"/without-length", contentfetch.Permanent},
-		{"/bomb", contentfetch.Permanent},
+		{"/with-length", fetchenv.Permanent},
+		{"/without-length", fetchenv.Permanent},
+		{"/bomb", fetchenv.Permanent},
 		{"/exact", contentfetch.Stored},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
 			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", tt.path)))
-			if out.Kind != tt.wantKind {
-				t.Fatalf("kind = %v (%v), want %v", out.Kind, out.Err, tt.wantKind)
+			if out.Name() != tt.wantKind {
+				t.Fatalf("kind = %v (%v), want %v", out.Name(), out.Err, tt.wantKind)
 			}
-			if tt.wantKind == contentfetch.Permanent {
-				if out.Reason != envelope.ReasonTooLarge || !errors.Is(out.Err, fetch.ErrTooLarge) {
+			if tt.wantKind == fetchenv.Permanent {
+				if out.Reason != string(envelope.ReasonTooLarge) || !errors.Is(out.Err, fetch.ErrTooLarge) {
 					t.Errorf("reason = %q, err = %v; want too_large", out.Reason, out.Err)
 				}
 			}
@@ -327,8 +328,8 @@ func TestHandleDecompression(t *testing.T) {
 	h := fetchenv.New(t, testenv.Gzipped(body), fetchenv.Options{})
 	t.Run("decoded when the worker asked for gzip", func(t *testing.T) {
 		out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/")))
-		if out.Kind != contentfetch.Stored {
-			t.Fatalf("kind = %v (%v)", out.Kind, out.Err)
+		if out.Label != contentfetch.Stored {
+			t.Fatalf("kind = %v (%v)", out.Name(), out.Err)
 		}
 		if got := fetchenv.Stored(t, h.Sink, out.Fact.(*envelope.BlobAvailable).ContentFingerprint); !bytes.Equal(got, body) {
 			t.Errorf("stored %d bytes, want the %d decoded bytes", len(got), len(body))
@@ -341,8 +342,8 @@ func TestHandleDecompression(t *testing.T) {
 		cmd := fetchenv.Command(h.URL("origin.test", "/"))
 		cmd.Headers = map[string]string{"Accept-Encoding": "gzip"}
 		out := h.Handle(t, cmd)
-		if out.Kind != contentfetch.Stored {
-			t.Fatalf("kind = %v (%v)", out.Kind, out.Err)
+		if out.Label != contentfetch.Stored {
+			t.Fatalf("kind = %v (%v)", out.Name(), out.Err)
 		}
 		if got := fetchenv.Stored(t, h.Sink, out.Fact.(*envelope.BlobAvailable).ContentFingerprint); !bytes.Equal(got, body) {
 			t.Errorf("stored %d bytes, want the %d decoded bytes", len(got), len(body))
@@ -372,8 +373,8 @@ func TestHandleTimeouts(t *testing.T) {
 			cmd.TimeoutSeconds = &tt.timeout
 			start := time.Now()
 			out := h.Handle(t, cmd)
-			if out.Kind != contentfetch.Transient || !errors.Is(out.Err, tt.wantErr) {
-				t.Fatalf("outcome = %v (%v), want transient %v", out.Kind, out.Err, tt.wantErr)
+			if out.Fate != capability.Retry || !errors.Is(out.Err, tt.wantErr) {
+				t.Fatalf("outcome = %v (%v), want transient %v", out.Name(), out.Err, tt.wantErr)
 			}
 			if took := time.Since(start); took > 5*time.Second {
 				t.Errorf("took %v; the timeout did not cut the fetch short", took)
@@ -396,8 +397,8 @@ func TestHandleMalformedResponses(t *testing.T) {
 	for _, path := range []string{"/bad-chunked", "/garbage"} {
 		t.Run(path, func(t *testing.T) {
 			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", path)))
-			if out.Kind != contentfetch.Transient {
-				t.Fatalf("kind = %v (%v), want transient", out.Kind, out.Err)
+			if out.Fate != capability.Retry {
+				t.Fatalf("kind = %v (%v), want transient", out.Name(), out.Err)
 			}
 		})
 	}
@@ -417,8 +418,8 @@ func TestHandleMalformedResponses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
 			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", tt.path)))
-			if out.Kind != contentfetch.Stored {
-				t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
+			if out.Label != contentfetch.Stored {
+				t.Fatalf("kind = %v (%v), want stored", out.Name(), out.Err)
 			}
 			fact := out.Fact.(*envelope.BlobAvailable)
 			if fact.MediaType != tt.wantMedia {
@@ -446,8 +447,8 @@ func TestHandleHeadersOnTheWire(t *testing.T) {
 	t.Run("issuer wins with one line", func(t *testing.T) {
 		cmd := fetchenv.Command(h.URL("origin.test", "/"))
 		cmd.Headers = map[string]string{"User-Agent": "  issuer/1.0 ", "X-Trace": "abc"}
-		if out := h.Handle(t, cmd); out.Kind != contentfetch.Stored {
-			t.Fatalf("kind = %v (%v)", out.Kind, out.Err)
+		if out := h.Handle(t, cmd); out.Label != contentfetch.Stored {
+			t.Fatalf("kind = %v (%v)", out.Name(), out.Err)
 		}
 		got := h.Origin.Requests()
 		last := got[len(got)-1].Header

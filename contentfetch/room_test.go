@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
@@ -55,8 +56,11 @@ func (s *roomSink) declared() []int64 {
 // again after wait.
 func wantParkedForRoom(t *testing.T, out contentfetch.Outcome, wait time.Duration) {
 	t.Helper()
-	if out.Kind != contentfetch.Transient || out.Park == nil || out.Fact != nil {
-		t.Fatalf("outcome = %v, park %v, fact %v (%v); want transient, parked, no fact", out.Kind, out.Park, out.Fact, out.Err)
+	if out.Fate != capability.Park || out.Park == nil || out.Fact != nil {
+		t.Fatalf("outcome = %v, park %v, fact %v (%v); want parked, no fact", out.Name(), out.Park, out.Fact, out.Err)
+	}
+	if out.Reason != "storage_full" || out.Wait != wait || out.Key != "" {
+		t.Errorf("reason %q, wait %v, key %q; want storage_full, %v, the command's own key", out.Reason, out.Wait, out.Key, wait)
 	}
 	for _, target := range []error{contentfetch.ErrParked, fetch.ErrStorageFull, sink.ErrNoRoom} {
 		if !errors.Is(out.Err, target) {
@@ -81,7 +85,7 @@ func TestHandleParksWhileTheSinkHasNoRoom(t *testing.T) {
 	ctx := fetchenv.Ctx(t)
 
 	rs.full.Store(true)
-	wantParkedForRoom(t, handler.Handle(ctx, fetchenv.Command(h.URL("origin.test", "/full")), nil), wait)
+	wantParkedForRoom(t, handler.Fetch(ctx, fetchenv.Command(h.URL("origin.test", "/full")), nil), wait)
 	if n := h.Origin.Count(); n != 0 {
 		t.Errorf("origin saw %d requests while the sink had no room, want none", n)
 	}
@@ -95,15 +99,15 @@ func TestHandleParksWhileTheSinkHasNoRoom(t *testing.T) {
 	}
 
 	rs.full.Store(false)
-	wantParkedForRoom(t, handler.Handle(ctx, fetchenv.Command(h.URL("origin.test", "/declared")), nil), wait)
+	wantParkedForRoom(t, handler.Fetch(ctx, fetchenv.Command(h.URL("origin.test", "/declared")), nil), wait)
 	if n := h.Origin.Count(); n != 1 {
 		t.Errorf("origin saw %d requests, want the one whose declared length was refused", n)
 	}
 
 	rs.fits = 5000
-	out := handler.Handle(ctx, fetchenv.Command(h.URL("origin.test", "/fits")), nil)
-	if out.Kind != contentfetch.Stored || out.Result.Blob.Size != 5000 {
-		t.Fatalf("outcome = %v (%v), want 5000 bytes stored", out.Kind, out.Err)
+	out := handler.Fetch(ctx, fetchenv.Command(h.URL("origin.test", "/fits")), nil)
+	if out.Label != contentfetch.Stored || out.Result.Blob.Size != 5000 {
+		t.Fatalf("outcome = %v (%v), want 5000 bytes stored", out.Name(), out.Err)
 	}
 	if got := rs.declared(); len(got) != 2 || got[0] != 5000 || got[1] != 5000 {
 		t.Errorf("sizes handed to the sink = %v, want the Content-Length 5000 twice", got)
@@ -111,6 +115,6 @@ func TestHandleParksWhileTheSinkHasNoRoom(t *testing.T) {
 
 	// Without a MaxWait the sink is asked again after DefaultRoomWait.
 	rs.full.Store(true)
-	out = contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: h.Fetcher, Sink: rs, Logger: fetchenv.Quiet}).Handle(ctx, fetchenv.Command(h.URL("origin.test", "/default")), nil)
+	out = contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: h.Fetcher, Sink: rs, Logger: fetchenv.Quiet}).Fetch(ctx, fetchenv.Command(h.URL("origin.test", "/default")), nil)
 	wantParkedForRoom(t, out, contentfetch.DefaultRoomWait)
 }

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/contentfetch"
-	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/engine"
+	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/sink/gcs"
 )
 

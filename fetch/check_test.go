@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/testenv"
@@ -305,8 +305,8 @@ func TestHandleRefusedByCheckURL(t *testing.T) {
 			before := len(h.Origin.Requests())
 			cmd := fetchenv.Command(tt.url)
 			out := h.Handle(t, cmd)
-			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonDestinationRefused {
-				t.Fatalf("outcome = %v/%q (%v), want permanent/destination_refused", out.Kind, out.Reason, out.Err)
+			if out.Fate != capability.Close || out.Reason != string(envelope.ReasonDestinationRefused) {
+				t.Fatalf("outcome = %v/%q (%v), want permanent/destination_refused", out.Name(), out.Reason, out.Err)
 			}
 			if !errors.Is(out.Err, fetch.ErrURLRefused) || !errors.Is(out.Err, errNotAllowed) {
 				t.Errorf("err = %v, want fetch.ErrURLRefused and the hook's error", out.Err)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/fetch/feed"
 	"github.com/replicator-go/replicator/internal/testenv"
@@ -129,12 +130,12 @@ func TestCredentialsStopAtTheFirstHopOffOrigin(t *testing.T) {
 			if retry {
 				// The worker retries through the stream: a second delivery
 				// is a second Handle.
-				if out := s.h.Handle(t, cmd); out.Kind != contentfetch.Transient {
-					t.Fatalf("first delivery: kind = %v (%v), want transient", out.Kind, out.Err)
+				if out := s.h.Handle(t, cmd); out.Fate != capability.Retry {
+					t.Fatalf("first delivery: kind = %v (%v), want transient", out.Name(), out.Err)
 				}
 			}
-			if out := s.h.Handle(t, cmd); out.Kind != contentfetch.Stored {
-				t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
+			if out := s.h.Handle(t, cmd); out.Label != contentfetch.Stored {
+				t.Fatalf("kind = %v (%v), want stored", out.Name(), out.Err)
 			}
 		}},
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
@@ -130,8 +131,8 @@ func TestHandleStoresDecodedBodies(t *testing.T) {
 					wantAE = ae
 				}
 				out := h.Handle(t, cmd)
-				if out.Kind != contentfetch.Stored {
-					t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
+				if out.Label != contentfetch.Stored {
+					t.Fatalf("kind = %v (%v), want stored", out.Name(), out.Err)
 				}
 				fact := out.Fact.(*envelope.BlobAvailable)
 				if got := fetchenv.Stored(t, h.Sink, fact.ContentFingerprint); !bytes.Equal(got, tt.want) {
@@ -161,8 +162,8 @@ func TestHandleRangeIsNotOfferedGzip(t *testing.T) {
 	h := fetchenv.New(t, encodedOrigin([]byte("part"), http.StatusPartialContent), fetchenv.Options{})
 	cmd := fetchenv.Command(h.URL("origin.test", "/doc"))
 	cmd.Headers = map[string]string{"Range": "bytes=0-3"}
-	if out := h.Handle(t, cmd); out.Kind != contentfetch.Stored {
-		t.Fatalf("kind = %v (%v), want stored", out.Kind, out.Err)
+	if out := h.Handle(t, cmd); out.Label != contentfetch.Stored {
+		t.Fatalf("kind = %v (%v), want stored", out.Name(), out.Err)
 	}
 	if got := h.Origin.Requests()[0].Header.Values("Accept-Encoding"); len(got) != 0 {
 		t.Errorf("Accept-Encoding sent = %q with a range request, want none", got)
@@ -195,27 +196,27 @@ func TestHandleDecodedSizeLimit(t *testing.T) {
 	tests := []struct {
 		name     string
 		handler  http.Handler
-		wantKind contentfetch.Kind
+		wantKind string
 	}{
 		{name: "encoded length over the limit, decoded within it", handler: encodedOrigin(stored0.Bytes(), 200, "gzip"), wantKind: contentfetch.Stored},
-		{name: "decoded over the limit (a stacked bomb)", handler: encodedOrigin(bomb, 200, "gzip, br"), wantKind: contentfetch.Permanent},
-		{name: "encoded over its bound, declared", handler: encodedOrigin(empties, 200, "deflate"), wantKind: contentfetch.Permanent},
+		{name: "decoded over the limit (a stacked bomb)", handler: encodedOrigin(bomb, 200, "gzip, br"), wantKind: fetchenv.Permanent},
+		{name: "encoded over its bound, declared", handler: encodedOrigin(empties, 200, "deflate"), wantKind: fetchenv.Permanent},
 		{name: "encoded over its bound, undeclared", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Encoding", "deflate")
 			w.WriteHeader(200)
 			w.(http.Flusher).Flush()
 			w.Write(empties)
-		}), wantKind: contentfetch.Permanent},
+		}), wantKind: fetchenv.Permanent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := fetchenv.New(t, tt.handler, fetchenv.Options{Fetch: fetch.Options{MaxBodyBytes: limit}})
 			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/doc")))
-			if out.Kind != tt.wantKind {
-				t.Fatalf("kind = %v (%v), want %v", out.Kind, out.Err, tt.wantKind)
+			if out.Name() != tt.wantKind {
+				t.Fatalf("kind = %v (%v), want %v", out.Name(), out.Err, tt.wantKind)
 			}
-			if tt.wantKind == contentfetch.Permanent {
-				if out.Reason != envelope.ReasonTooLarge || !errors.Is(out.Err, fetch.ErrTooLarge) {
+			if tt.wantKind == fetchenv.Permanent {
+				if out.Reason != string(envelope.ReasonTooLarge) || !errors.Is(out.Err, fetch.ErrTooLarge) {
 					t.Errorf("reason = %q, err = %v; want too_large", out.Reason, out.Err)
 				}
 				if n := h.Sink.Len(); n != 0 {
@@ -259,8 +260,8 @@ func TestHandleCorruptEncoding(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := fetchenv.New(t, encodedOrigin(tt.body, 200, tt.coding), fetchenv.Options{})
 			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/doc")))
-			if out.Kind != contentfetch.Transient {
-				t.Fatalf("kind = %v (%v), want transient", out.Kind, out.Err)
+			if out.Fate != capability.Retry {
+				t.Fatalf("kind = %v (%v), want transient", out.Name(), out.Err)
 			}
 			if !errors.Is(out.Err, fetch.ErrContentCoding) {
 				t.Errorf("err = %v, want it to wrap fetch.ErrContentCoding", out.Err)

@@ -22,20 +22,20 @@ func TestHostsAreJudgedAsDialed(t *testing.T) {
 	port := h.Origin.Port()
 	tests := []struct {
 		name, url  string
-		wantKind   contentfetch.Kind
+		wantKind   string
 		wantReason envelope.Reason
 		wantSent   int
 	}{
 		{name: "internationalised name", url: "http://bücher.test:" + port + "/", wantKind: contentfetch.Stored, wantSent: 1},
-		{name: "metadata address in circled digits", url: "http://①⑥⑨.②⑤④.①⑥⑨.②⑤④/", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonDestinationRefused},
-		{name: "name with no ASCII form", url: "http://bücher-.test:" + port + "/", wantKind: contentfetch.Permanent, wantReason: envelope.ReasonNotFetchable},
+		{name: "metadata address in circled digits", url: "http://①⑥⑨.②⑤④.①⑥⑨.②⑤④/", wantKind: fetchenv.Permanent, wantReason: envelope.ReasonDestinationRefused},
+		{name: "name with no ASCII form", url: "http://bücher-.test:" + port + "/", wantKind: fetchenv.Permanent, wantReason: envelope.ReasonNotFetchable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(h.Origin.Requests())
 			out := h.Handle(t, fetchenv.Command(tt.url))
-			if out.Kind != tt.wantKind || out.Reason != tt.wantReason {
-				t.Fatalf("outcome = %v/%q (%v), want %v/%q", out.Kind, out.Reason, out.Err, tt.wantKind, tt.wantReason)
+			if out.Name() != tt.wantKind || out.Reason != string(tt.wantReason) {
+				t.Fatalf("outcome = %v/%q (%v), want %v/%q", out.Name(), out.Reason, out.Err, tt.wantKind, tt.wantReason)
 			}
 			if sent := len(h.Origin.Requests()) - before; sent != tt.wantSent {
 				t.Errorf("the origin saw %d requests, want %d", sent, tt.wantSent)
@@ -56,17 +56,20 @@ func TestSpellingsOfOneHostShareItsPace(t *testing.T) {
 		"http://Bücher.TEST.:" + port + "/3",
 	} {
 		out := h.Handle(t, fetchenv.Command(url))
-		want := contentfetch.Transient
+		want := fetchenv.Parked
 		if i == 0 {
 			want = contentfetch.Stored
 		}
-		if out.Kind != want {
-			t.Fatalf("%s: outcome = %v (%v), want %v", url, out.Kind, out.Err, want)
+		if out.Name() != want {
+			t.Fatalf("%s: outcome = %v (%v), want %v", url, out.Name(), out.Err, want)
 		}
 		if i > 0 {
 			var parked *contentfetch.ParkedError
 			if !errors.As(out.Err, &parked) || !strings.EqualFold(parked.Host, "xn--bcher-kva.test") {
 				t.Errorf("%s: error = %v, want parked on xn--bcher-kva.test", url, out.Err)
+			}
+			if out.Key != "xn--bcher-kva.test" {
+				t.Errorf("%s: parked on key %q, want xn--bcher-kva.test", url, out.Key)
 			}
 		}
 	}

@@ -41,7 +41,7 @@ func TestUserinfoIsNeverShown(t *testing.T) {
 				shown = append(shown, *f.Detail)
 			}
 			if len(shown) == 0 {
-				t.Fatalf("%s: kind %v with neither an error nor a detail", target, out.Kind)
+				t.Fatalf("%s: kind %v with neither an error nor a detail", target, out.Name())
 			}
 			for _, s := range shown {
 				if strings.Contains(s, "-value") {

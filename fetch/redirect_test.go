@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
 )
@@ -28,8 +29,8 @@ func TestEachHopIsPacedAgainstItsOwnHost(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, host := range []string{"a.test", "b.test"} {
 		wg.Go(func() {
-			if out := h.Handle(t, fetchenv.Command(h.URL(host, "/start"))); out.Kind != contentfetch.Stored {
-				t.Errorf("%s: kind = %v (%v)", host, out.Kind, out.Err)
+			if out := h.Handle(t, fetchenv.Command(h.URL(host, "/start"))); out.Label != contentfetch.Stored {
+				t.Errorf("%s: kind = %v (%v)", host, out.Name(), out.Err)
 			}
 		})
 	}
@@ -52,15 +53,18 @@ func TestEachHopIsPacedAgainstItsOwnHost(t *testing.T) {
 // a long pacing wait without sending anything.
 func TestParkedWhenTheWindowIsLongerThanMaxWait(t *testing.T) {
 	h := fetchenv.New(t, testenv.Status(200, nil, "ok"), fetchenv.Options{Interval: time.Hour, MaxWait: 50 * time.Millisecond})
-	if out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/"))); out.Kind != contentfetch.Stored {
-		t.Fatalf("first: kind = %v (%v)", out.Kind, out.Err)
+	if out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/"))); out.Label != contentfetch.Stored {
+		t.Fatalf("first: kind = %v (%v)", out.Name(), out.Err)
 	}
 	out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/")))
-	if out.Kind != contentfetch.Transient || out.Park == nil {
-		t.Fatalf("second: kind = %v park = %v (%v), want transient with Park", out.Kind, out.Park, out.Err)
+	if out.Fate != capability.Park || out.Park == nil {
+		t.Fatalf("second: kind = %v park = %v (%v), want parked with Park", out.Name(), out.Park, out.Err)
 	}
 	if out.Park.Host != "origin.test" || out.Park.Wait < 59*time.Minute {
 		t.Errorf("park = %+v, want origin.test due in about an hour", out.Park)
+	}
+	if out.Reason != "politeness" || out.Wait != out.Park.Wait || out.Key != "origin.test" {
+		t.Errorf("reason %q, wait %v, key %q; want politeness, %v, origin.test", out.Reason, out.Wait, out.Key, out.Park.Wait)
 	}
 	if n := h.Origin.Count(); n != 1 {
 		t.Errorf("origin saw %d requests, want 1", n)
@@ -75,8 +79,8 @@ func TestStopCutsPacingShort(t *testing.T) {
 	h.Handle(t, fetchenv.Command(h.URL("origin.test", "/")))
 	time.AfterFunc(50*time.Millisecond, func() { close(stop) })
 	out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/")))
-	if out.Kind != contentfetch.Transient {
-		t.Fatalf("kind = %v (%v), want transient", out.Kind, out.Err)
+	if out.Fate != capability.Retry {
+		t.Fatalf("kind = %v (%v), want transient", out.Name(), out.Err)
 	}
 	if n := h.Origin.Count(); n != 1 {
 		t.Errorf("origin saw %d requests, want 1", n)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/fetch/robots"
@@ -36,12 +37,12 @@ var agentRoutes = []struct {
 		cmd.Headers = map[string]string{"User-Agent": agent}
 		out := h.Handle(t, cmd)
 		switch {
-		case out.Kind == contentfetch.Stored:
+		case out.Label == contentfetch.Stored:
 			return false
-		case out.Kind == contentfetch.Permanent && out.Reason == envelope.ReasonRobotsDisallowed:
+		case out.Fate == capability.Close && out.Reason == string(envelope.ReasonRobotsDisallowed):
 			return true
 		}
-		t.Fatalf("%s: outcome %v/%q (%v), want stored or robots_disallowed", path, out.Kind, out.Reason, out.Err)
+		t.Fatalf("%s: outcome %v/%q (%v), want stored or robots_disallowed", path, out.Name(), out.Reason, out.Err)
 		return false
 	}},
 }

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/fetch/robots"
@@ -152,8 +152,8 @@ func TestRobotsDisallowedNeverRequested(t *testing.T) {
 	}
 	// The content.fetch handler ends it terminal with the reason.
 	out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/private/y")))
-	if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonRobotsDisallowed {
-		t.Errorf("outcome = %v/%q (%v), want permanent robots_disallowed", out.Kind, out.Reason, out.Err)
+	if out.Fate != capability.Close || out.Reason != string(envelope.ReasonRobotsDisallowed) {
+		t.Errorf("outcome = %v/%q (%v), want permanent robots_disallowed", out.Name(), out.Reason, out.Err)
 	}
 	if n := h.Origin.Count(); n != 2 {
 		t.Errorf("origin saw %d requests, want 2", n)
@@ -224,8 +224,8 @@ func TestRobotsStatus(t *testing.T) {
 				t.Errorf("Classify = %+v, want transient", c)
 			}
 			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/page")))
-			if out.Kind != contentfetch.Transient {
-				t.Errorf("handler outcome = %v (%v), want transient", out.Kind, out.Err)
+			if out.Fate != capability.Retry {
+				t.Errorf("handler outcome = %v (%v), want transient", out.Name(), out.Err)
 			}
 			// The origin recovers; within the back-off nothing is asked.
 			status.Store(200)

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/internal/testenv/fetchenv"
@@ -19,8 +19,8 @@ func TestStatusesOutsideTheClasses(t *testing.T) {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			h := fetchenv.New(t, testenv.Status(status, nil, "body"), fetchenv.Options{})
 			out := h.Handle(t, fetchenv.Command(h.URL("origin.test", "/")))
-			if out.Kind != contentfetch.Permanent || out.Reason != envelope.ReasonHTTPStatus || out.StatusCode != status {
-				t.Fatalf("outcome = %v/%q status %d (%v), want permanent http_status %d", out.Kind, out.Reason, out.StatusCode, out.Err, status)
+			if out.Fate != capability.Close || out.Reason != string(envelope.ReasonHTTPStatus) || out.StatusCode != status {
+				t.Fatalf("outcome = %v/%q status %d (%v), want permanent http_status %d", out.Name(), out.Reason, out.StatusCode, out.Err, status)
 			}
 		})
 	}

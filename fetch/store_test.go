@@ -54,24 +54,24 @@ func TestHandleStoreRefusedForGood(t *testing.T) {
 
 	tests := []struct {
 		status        int
-		wantKind      contentfetch.Kind
+		wantKind      string
 		wantPermanent bool
 	}{
-		{status: http.StatusForbidden, wantKind: contentfetch.Unclassified, wantPermanent: true},
-		{status: http.StatusUnauthorized, wantKind: contentfetch.Unclassified, wantPermanent: true},
-		{status: http.StatusNotFound, wantKind: contentfetch.Unclassified, wantPermanent: true},
-		{status: http.StatusBadRequest, wantKind: contentfetch.Unclassified, wantPermanent: true},
-		{status: http.StatusServiceUnavailable, wantKind: contentfetch.Transient},
-		{status: http.StatusTooManyRequests, wantKind: contentfetch.Transient},
+		{status: http.StatusForbidden, wantKind: fetchenv.Unclassified, wantPermanent: true},
+		{status: http.StatusUnauthorized, wantKind: fetchenv.Unclassified, wantPermanent: true},
+		{status: http.StatusNotFound, wantKind: fetchenv.Unclassified, wantPermanent: true},
+		{status: http.StatusBadRequest, wantKind: fetchenv.Unclassified, wantPermanent: true},
+		{status: http.StatusServiceUnavailable, wantKind: fetchenv.Transient},
+		{status: http.StatusTooManyRequests, wantKind: fetchenv.Transient},
 		{status: 0, wantKind: contentfetch.Stored},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
 			refuse.Store(int64(tt.status))
 			cmd := fetchenv.Command(origin.URLFor("origin.test", fmt.Sprintf("/doc/%d", tt.status)))
-			out := h.Handle(fetchenv.Ctx(t), cmd, nil)
-			if out.Kind != tt.wantKind {
-				t.Fatalf("kind = %v (%v), want %v", out.Kind, out.Err, tt.wantKind)
+			out := h.Fetch(fetchenv.Ctx(t), cmd, nil)
+			if out.Name() != tt.wantKind {
+				t.Fatalf("kind = %v (%v), want %v", out.Name(), out.Err, tt.wantKind)
 			}
 			if tt.wantKind == contentfetch.Stored {
 				return

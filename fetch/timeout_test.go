@@ -28,12 +28,12 @@ func TestTimeoutBoundsEachOperation(t *testing.T) {
 		name               string
 		handshake, headers time.Duration
 		timeout            float64
-		want               contentfetch.Kind
+		want               string
 	}{
 		// Each step leaves 600 ms of the timeout for a loaded machine.
 		{name: "each step under the timeout, together over it", handshake: 900 * time.Millisecond, headers: 900 * time.Millisecond, timeout: 1.5, want: contentfetch.Stored},
-		{name: "handshake over the timeout", handshake: 1200 * time.Millisecond, timeout: 0.5, want: contentfetch.Transient},
-		{name: "headers over the timeout", headers: 1200 * time.Millisecond, timeout: 0.5, want: contentfetch.Transient},
+		{name: "handshake over the timeout", handshake: 1200 * time.Millisecond, timeout: 0.5, want: fetchenv.Transient},
+		{name: "headers over the timeout", headers: 1200 * time.Millisecond, timeout: 0.5, want: fetchenv.Transient},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,11 +56,11 @@ func TestTimeoutBoundsEachOperation(t *testing.T) {
 			cmd := fetchenv.Command("https://example.com:" + port + "/")
 			cmd.TimeoutSeconds = &tt.timeout
 
-			out := h.Handle(t.Context(), cmd, nil)
-			if out.Kind != tt.want {
-				t.Fatalf("outcome = %v (%v), want %v", out.Kind, out.Err, tt.want)
+			out := h.Fetch(t.Context(), cmd, nil)
+			if out.Name() != tt.want {
+				t.Fatalf("outcome = %v (%v), want %v", out.Name(), out.Err, tt.want)
 			}
-			if tt.want == contentfetch.Transient && !errors.Is(out.Err, fetch.ErrTimeout) {
+			if tt.want == fetchenv.Transient && !errors.Is(out.Err, fetch.ErrTimeout) {
 				t.Errorf("error = %v, want ErrTimeout", out.Err)
 			}
 		})

@@ -21,6 +21,7 @@ import (
 
 	"cloud.google.com/go/storage"
 
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/replicate"
@@ -108,7 +109,7 @@ func TestAPermanentSource(t *testing.T) {
 		c.ObjectOptions = map[string]any{"cache_control": "no-cache", "content_disposition": "inline"}
 	})
 
-	out := h.Handle(context.Background(), cmd)
+	out := h.Replicate(context.Background(), cmd)
 
 	key := b.Prefix + "/" + cmd.Destination
 	wantComplete(t, out, cmd, true, "https://storage.googleapis.com/"+destBucket+"/"+key)
@@ -127,7 +128,7 @@ func TestAPermanentSource(t *testing.T) {
 	}
 
 	// Redelivered: the same bytes are there, the same fact again.
-	again := h.Handle(context.Background(), cmd)
+	again := h.Replicate(context.Background(), cmd)
 	wantComplete(t, again, cmd, false, "https://storage.googleapis.com/"+destBucket+"/"+key)
 }
 
@@ -159,7 +160,7 @@ func TestPermanentURIs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHandler(t, replicate.Options{Source: tc.src, PermanentBucket: tc.permanent, Aliases: aliases})
 			cmd := command(tc.uri)
-			wantRefused(t, h.Handle(context.Background(), cmd), cmd, tc.reason, tc.detail)
+			wantRefused(t, h.Replicate(context.Background(), cmd), cmd, tc.reason, tc.detail)
 		})
 	}
 }
@@ -182,7 +183,7 @@ func TestMethodAndStamp(t *testing.T) {
 			aliases, b := primary(t)
 			h := newHandler(t, replicate.Options{Source: src.(replicate.Source), Aliases: aliases, GCS: p.Client})
 			cmd := command(blob.URI)
-			out := h.Handle(context.Background(), cmd)
+			out := h.Replicate(context.Background(), cmd)
 			key := b.Prefix + "/" + cmd.Destination
 			wantComplete(t, out, cmd, true, "https://storage.googleapis.com/"+destBucket+"/"+key)
 			if out.Method != tc.method {
@@ -202,7 +203,7 @@ func TestMethodAndStamp(t *testing.T) {
 			}
 			// A refusal before the write names no method.
 			bad := command(blob.URI, func(c *envelope.ContentReplicate) { c.Destination = "../up" })
-			if out := h.Handle(context.Background(), bad); out.Method != "" {
+			if out := h.Replicate(context.Background(), bad); out.Method != "" {
 				t.Errorf("a refused command's method %q", out.Method)
 			}
 		})
@@ -222,12 +223,12 @@ func TestTheCopyNeverOverwrites(t *testing.T) {
 	key := b.Prefix + "/" + cmd.Destination
 	public := "https://storage.googleapis.com/" + destBucket + "/" + key
 
-	wantComplete(t, h.Handle(context.Background(), cmd), cmd, true, public)
-	wantComplete(t, h.Handle(context.Background(), cmd), cmd, false, public)
+	wantComplete(t, h.Replicate(context.Background(), cmd), cmd, true, public)
+	wantComplete(t, h.Replicate(context.Background(), cmd), cmd, false, public)
 
 	other := store(t, temp, unique("other bytes"))
 	clash := command(other.URI)
-	wantRefused(t, h.Handle(context.Background(), clash), clash, envelope.ReplicateReasonDestinationConflict, "already holds different bytes")
+	wantRefused(t, h.Replicate(context.Background(), clash), clash, envelope.ReplicateReasonDestinationConflict, "already holds different bytes")
 	if got := object(t, destBucket, key); !bytes.Equal(got.Content, data) || got.Metadata[sink.ContentStampKey] != blob.Fingerprint {
 		t.Errorf("the object was overwritten: %q, stamp %v", got.Content, got.Metadata)
 	}
@@ -243,11 +244,11 @@ func TestCopyStatuses(t *testing.T) {
 		want   verdict
 		detail string
 	}{
-		{http.StatusBadRequest, verdict{Kind: replicate.Permanent, Reason: envelope.ReplicateReasonInvalidDestination}, "(400)"},
-		{http.StatusForbidden, verdict{Kind: replicate.Permanent, Reason: envelope.ReplicateReasonProviderDisabled}, "(403)"},
-		{http.StatusNotFound, verdict{Kind: replicate.Permanent, Reason: envelope.ReplicateReasonProviderDisabled}, "(404)"},
-		{http.StatusTooManyRequests, verdict{Kind: replicate.Transient}, "429"},
-		{http.StatusServiceUnavailable, verdict{Kind: replicate.Transient}, "503"},
+		{http.StatusBadRequest, verdict{Fate: capability.Close, Reason: envelope.ReplicateReasonInvalidDestination}, "(400)"},
+		{http.StatusForbidden, verdict{Fate: capability.Close, Reason: envelope.ReplicateReasonProviderDisabled}, "(403)"},
+		{http.StatusNotFound, verdict{Fate: capability.Close, Reason: envelope.ReplicateReasonProviderDisabled}, "(404)"},
+		{http.StatusTooManyRequests, verdict{Fate: capability.Retry}, "429"},
+		{http.StatusServiceUnavailable, verdict{Fate: capability.Retry}, "503"},
 	} {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
 			p := gcsProxy(t, func(w http.ResponseWriter, r *http.Request) bool {
@@ -260,8 +261,8 @@ func TestCopyStatuses(t *testing.T) {
 			aliases, b := primary(t)
 			h := newHandler(t, replicate.Options{Source: temp, Aliases: aliases, GCS: p.Client})
 			cmd := command(blob.URI)
-			out := h.Handle(context.Background(), cmd)
-			if tc.want.Kind == replicate.Permanent {
+			out := h.Replicate(context.Background(), cmd)
+			if tc.want.Fate == capability.Close {
 				wantRefused(t, out, cmd, tc.want.Reason, tc.detail)
 			} else {
 				wantTransient(t, out, tc.detail)
@@ -281,7 +282,7 @@ func TestCopyStatuses(t *testing.T) {
 		}
 		aliases, _ := primary(t)
 		cmd := command(gone.URI)
-		out := newHandler(t, replicate.Options{Source: temp, Aliases: aliases}).Handle(context.Background(), cmd)
+		out := newHandler(t, replicate.Options{Source: temp, Aliases: aliases}).Replicate(context.Background(), cmd)
 		wantRefused(t, out, cmd, envelope.ReplicateReasonBlobExpired, "no longer stored")
 	})
 	t.Run("the destination bucket is gone", func(t *testing.T) {
@@ -289,7 +290,7 @@ func TestCopyStatuses(t *testing.T) {
 			"primary": {Provider: replicate.ProviderGCS, Bucket: "no-such-bucket", Prefix: uniquePrefix()},
 		})
 		cmd := command(blob.URI)
-		out := newHandler(t, replicate.Options{Source: temp, Aliases: aliases}).Handle(context.Background(), cmd)
+		out := newHandler(t, replicate.Options{Source: temp, Aliases: aliases}).Replicate(context.Background(), cmd)
 		wantRefused(t, out, cmd, envelope.ReplicateReasonProviderDisabled, "(404)")
 	})
 }
@@ -311,7 +312,7 @@ func TestAnAliasCannotBindAHostStore(t *testing.T) {
 	}
 	for _, alias := range []string{"gcs-temp", "gcs-permanent"} {
 		cmd := command(blob.URI, func(c *envelope.ContentReplicate) { c.CredentialsAlias = alias })
-		wantRefused(t, h.Handle(context.Background(), cmd), cmd, envelope.ReplicateReasonAliasUnknown, "not provisioned")
+		wantRefused(t, h.Replicate(context.Background(), cmd), cmd, envelope.ReplicateReasonAliasUnknown, "not provisioned")
 		if want := `"level":"ERROR","msg":"replicate: ignoring an alias bound to a bucket this host stores blobs in`; !strings.Contains(logs.String(), want) ||
 			!strings.Contains(logs.String(), `"alias":"`+alias+`"`) {
 			t.Errorf("logs lack %s for %s:\n%s", want, alias, logs.String())
@@ -358,12 +359,12 @@ func TestAnAliasWritesAsItsOwnIdentity(t *testing.T) {
 	}
 
 	cmd := command(blob.URI, func(c *envelope.ContentReplicate) { c.CredentialsAlias = "gcs-publication" })
-	wantComplete(t, h.Handle(context.Background(), cmd), cmd, true, "https://storage.googleapis.com/"+destBucket+"/"+ownPrefix+"/"+cmd.Destination)
+	wantComplete(t, h.Replicate(context.Background(), cmd), cmd, true, "https://storage.googleapis.com/"+destBucket+"/"+ownPrefix+"/"+cmd.Destination)
 	if own.Count("POST /upload/") != 1 || host.Count("POST /upload/") != 0 {
 		t.Errorf("uploads: %d through the alias's client, %d through the host's", own.Count("POST /upload/"), host.Count("POST /upload/"))
 	}
 	cmd = command(blob.URI)
-	wantComplete(t, h.Handle(context.Background(), cmd), cmd, true, "https://storage.googleapis.com/"+destBucket+"/"+hostPrefix+"/"+cmd.Destination)
+	wantComplete(t, h.Replicate(context.Background(), cmd), cmd, true, "https://storage.googleapis.com/"+destBucket+"/"+hostPrefix+"/"+cmd.Destination)
 	if own.Count("POST /upload/") != 1 || host.Count("POST /upload/") != 1 {
 		t.Errorf("uploads: %d through the alias's client, %d through the host's", own.Count("POST /upload/"), host.Count("POST /upload/"))
 	}
@@ -387,7 +388,7 @@ func TestAnUnusableCredentialsFile(t *testing.T) {
 		},
 	})
 	cmd := command("file:///blobs/"+strings.Repeat("a", 64)+".bin", func(c *envelope.ContentReplicate) { c.CredentialsAlias = "gcs-publication" })
-	wantRefused(t, h.Handle(context.Background(), cmd), cmd, envelope.ReplicateReasonProviderDisabled, "no \"gcs\" writer")
+	wantRefused(t, h.Replicate(context.Background(), cmd), cmd, envelope.ReplicateReasonProviderDisabled, "no \"gcs\" writer")
 	for _, want := range []string{
 		`"level":"ERROR","msg":"replicate: could not build a gcs client from the alias's credentials file`,
 		`"alias":"gcs-publication"`, `"credentials_file":` + jsonString(key),
@@ -416,7 +417,7 @@ func TestTheDefaultClientBuilder(t *testing.T) {
 	h := build(t, replicate.Options{Source: src, Aliases: aliases})
 	defer h.Close()
 	cmd := command(blob.URI, func(c *envelope.ContentReplicate) { c.CredentialsAlias = "gcs-publication" })
-	wantComplete(t, h.Handle(context.Background(), cmd), cmd, true, "https://storage.googleapis.com/"+destBucket+"/"+prefix+"/"+cmd.Destination)
+	wantComplete(t, h.Replicate(context.Background(), cmd), cmd, true, "https://storage.googleapis.com/"+destBucket+"/"+prefix+"/"+cmd.Destination)
 }
 
 // serviceAccountKey is a service-account key file's text with a fresh RSA
@@ -464,7 +465,7 @@ func TestTheDefaultClientBuilderChecksTheKey(t *testing.T) {
 			var logs testenv.LogBuffer
 			h := build(t, replicate.Options{Source: newLocal(t), Aliases: aliases, Logger: slogJSON(&logs)})
 			cmd := command("file:///blobs/"+strings.Repeat("a", 64)+".bin", func(c *envelope.ContentReplicate) { c.CredentialsAlias = "gcs-publication" })
-			wantRefused(t, h.Handle(context.Background(), cmd), cmd, envelope.ReplicateReasonProviderDisabled, "no \"gcs\" writer")
+			wantRefused(t, h.Replicate(context.Background(), cmd), cmd, envelope.ReplicateReasonProviderDisabled, "no \"gcs\" writer")
 			if !strings.Contains(logs.String(), tc.why) || strings.Contains(logs.String(), "MIIE") {
 				t.Errorf("logs lack %q or quote the key:\n%s", tc.why, logs.String())
 			}

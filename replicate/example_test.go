@@ -41,7 +41,7 @@ func ExampleLoadAliases() {
 	// false
 }
 
-func ExampleHandler_Handle() {
+func ExampleHandler_Replicate() {
 	// A fake GCS on loopback stands in for the destination bucket.
 	g, err := testenv.NewGCS("co-gcs-archive")
 	if err != nil {
@@ -63,15 +63,15 @@ func ExampleHandler_Handle() {
 		InfoItemRepSpecID: "iirs-1", SourceRevisionID: "rev-1", InfoSourceID: "isrc-1",
 	}
 
-	out := h.Handle(context.Background(), cmd)
-	fmt.Println(out.Kind, out.Created, out.Fact.(*envelope.ReplicationComplete).PublicURL)
+	out := h.Replicate(context.Background(), cmd)
+	fmt.Println(out.Name(), out.Created, out.Fact.(*envelope.ReplicationComplete).PublicURL)
 	// A redelivery finds its own copy and announces it again.
-	out = h.Handle(context.Background(), cmd)
-	fmt.Println(out.Kind, out.Created)
+	out = h.Replicate(context.Background(), cmd)
+	fmt.Println(out.Name(), out.Created)
 	// A destination outside the alias's root is refused before any write.
 	cmd.Destination = "../elsewhere.pdf"
-	out = h.Handle(context.Background(), cmd)
-	fmt.Println(out.Kind, out.Reason)
+	out = h.Replicate(context.Background(), cmd)
+	fmt.Println(out.Name(), out.Reason)
 	// Output:
 	// complete true https://storage.googleapis.com/co-gcs-archive/reps/2026/report%20%28final%29.pdf
 	// complete false

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/api/googleapi"
 
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/replicate"
@@ -27,19 +28,19 @@ import (
 
 // verdict is what a test asserts about an Outcome besides its fact.
 type verdict struct {
-	Kind    replicate.Kind
+	Fate    capability.Fate
 	Reason  envelope.ReplicateReason
 	Created bool
 }
 
 func verdictOf(out replicate.Outcome) verdict {
-	return verdict{Kind: out.Kind, Reason: out.Reason, Created: out.Created}
+	return verdict{Fate: out.Fate, Reason: envelope.ReplicateReason(out.Reason), Created: out.Created}
 }
 
 // wantComplete checks a Complete outcome and returns its fact.
 func wantComplete(t *testing.T, out replicate.Outcome, cmd *envelope.ContentReplicate, created bool, publicURL string) {
 	t.Helper()
-	if diff := cmp.Diff(verdict{Kind: replicate.Complete, Created: created}, verdictOf(out)); diff != "" {
+	if diff := cmp.Diff(verdict{Fate: capability.Complete, Created: created}, verdictOf(out)); diff != "" {
 		t.Fatalf("outcome mismatch (-want +got):\n%s\nerr: %v", diff, out.Err)
 	}
 	want := &envelope.ReplicationComplete{
@@ -56,11 +57,11 @@ func wantComplete(t *testing.T, out replicate.Outcome, cmd *envelope.ContentRepl
 	}
 }
 
-// wantRefused checks a Permanent outcome: the reason, a terminal fact that
+// wantRefused checks a Close outcome: the reason, a terminal fact that
 // echoes the command's ids, and a detail naming why.
 func wantRefused(t *testing.T, out replicate.Outcome, cmd *envelope.ContentReplicate, reason envelope.ReplicateReason, detail string) {
 	t.Helper()
-	if diff := cmp.Diff(verdict{Kind: replicate.Permanent, Reason: reason}, verdictOf(out)); diff != "" {
+	if diff := cmp.Diff(verdict{Fate: capability.Close, Reason: reason}, verdictOf(out)); diff != "" {
 		t.Fatalf("outcome mismatch (-want +got):\n%s\nerr: %v", diff, out.Err)
 	}
 	want := &envelope.ReplicationFailed{
@@ -87,7 +88,7 @@ func wantRefused(t *testing.T, out replicate.Outcome, cmd *envelope.ContentRepli
 
 func wantTransient(t *testing.T, out replicate.Outcome, errText string) {
 	t.Helper()
-	if diff := cmp.Diff(verdict{Kind: replicate.Transient}, verdictOf(out)); diff != "" {
+	if diff := cmp.Diff(verdict{Fate: capability.Retry}, verdictOf(out)); diff != "" {
 		t.Fatalf("outcome mismatch (-want +got):\n%s\nerr: %v", diff, out.Err)
 	}
 	if out.Fact != nil {
@@ -114,7 +115,7 @@ func TestAbsentDestinationIsWritten(t *testing.T) {
 		}
 	})
 
-	out := h.Handle(context.Background(), cmd)
+	out := h.Replicate(context.Background(), cmd)
 
 	key := b.Prefix + "/organizations/x/2026/Q4 report (final).pdf"
 	wantComplete(t, out, cmd, true,
@@ -146,10 +147,10 @@ func TestEmptyMediaTypeIsNeverGuessed(t *testing.T) {
 	h := newHandler(t, replicate.Options{Source: src, Aliases: aliases})
 	cmd := command(blob.URI, func(c *envelope.ContentReplicate) { c.MediaType, c.Destination = "", "page.html" })
 
-	out := h.Handle(context.Background(), cmd)
+	out := h.Replicate(context.Background(), cmd)
 
-	if out.Kind != replicate.Complete {
-		t.Fatalf("outcome %v: %v", out.Kind, out.Err)
+	if out.Fate != capability.Complete {
+		t.Fatalf("outcome %v: %v", out.Name(), out.Err)
 	}
 	if got := object(t, destBucket, b.Prefix+"/page.html").ContentType; got != sink.DefaultMediaType {
 		t.Errorf("content type %q, want %q", got, sink.DefaultMediaType)
@@ -165,12 +166,12 @@ func TestOverwriteTable(t *testing.T) {
 		want     verdict
 		detail   string
 	}{
-		{name: "absent: written", want: verdict{Kind: replicate.Complete, Created: true}},
-		{name: "identical bytes: a no-op announced again", existing: data, want: verdict{Kind: replicate.Complete}},
+		{name: "absent: written", want: verdict{Fate: capability.Complete, Created: true}},
+		{name: "identical bytes: a no-op announced again", existing: data, want: verdict{Fate: capability.Complete}},
 		{
 			name:     "different bytes: destination_conflict, nothing overwritten",
 			existing: []byte("%PDF-1.4 a different artifact at the same destination\n"),
-			want:     verdict{Kind: replicate.Permanent, Reason: envelope.ReplicateReasonDestinationConflict},
+			want:     verdict{Fate: capability.Close, Reason: envelope.ReplicateReasonDestinationConflict},
 			detail:   "already holds different bytes",
 		},
 	}
@@ -191,11 +192,11 @@ func TestOverwriteTable(t *testing.T) {
 				generation = object(t, destBucket, key).Generation
 			}
 
-			out := h.Handle(context.Background(), cmd)
+			out := h.Replicate(context.Background(), cmd)
 
 			url := "https://storage.googleapis.com/" + destBucket + "/" + key
-			switch tc.want.Kind {
-			case replicate.Complete:
+			switch tc.want.Fate {
+			case capability.Complete:
 				wantComplete(t, out, cmd, tc.want.Created, url)
 			default:
 				wantRefused(t, out, cmd, tc.want.Reason, tc.detail)
@@ -223,11 +224,11 @@ func TestRedeliveryAfterACrashBetweenWriteAndFact(t *testing.T) {
 	aliases, b := primary(t)
 	cmd := command(blob.URI)
 
-	first := newHandler(t, replicate.Options{Source: src, Aliases: aliases}).Handle(context.Background(), cmd)
+	first := newHandler(t, replicate.Options{Source: src, Aliases: aliases}).Replicate(context.Background(), cmd)
 	key := b.Prefix + "/" + cmd.Destination
 	generation := object(t, destBucket, key).Generation
 	// The worker dies here: no fact, no ack. A new worker reclaims the entry.
-	second := newHandler(t, replicate.Options{Source: src, Aliases: aliases}).Handle(context.Background(), cmd)
+	second := newHandler(t, replicate.Options{Source: src, Aliases: aliases}).Replicate(context.Background(), cmd)
 
 	url := "https://storage.googleapis.com/" + destBucket + "/" + key
 	wantComplete(t, first, cmd, true, url)
@@ -361,7 +362,7 @@ func TestRefusals(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(cmd)
 			}
-			out := build(t, opts).Handle(context.Background(), cmd)
+			out := build(t, opts).Replicate(context.Background(), cmd)
 			wantRefused(t, out, cmd, tc.reason, tc.detail)
 			if n := requests.Load(); n != 0 {
 				t.Errorf("%d requests reached the provider", n)
@@ -413,8 +414,8 @@ func TestRefusalOrder(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out := h.Handle(context.Background(), command(blob.URI, tc.edits...))
-			if diff := cmp.Diff(verdict{Kind: replicate.Permanent, Reason: tc.want}, verdictOf(out)); diff != "" {
+			out := h.Replicate(context.Background(), command(blob.URI, tc.edits...))
+			if diff := cmp.Diff(verdict{Fate: capability.Close, Reason: tc.want}, verdictOf(out)); diff != "" {
 				t.Errorf("outcome mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -427,8 +428,8 @@ func TestIdsAreFreight(t *testing.T) {
 	src := newLocal(t)
 	aliases, _ := primary(t)
 	h := newHandler(t, replicate.Options{Source: src, Aliases: aliases})
-	a := h.Handle(context.Background(), command("file:///etc/passwd"))
-	b := h.Handle(context.Background(), command("file:///etc/passwd", func(c *envelope.ContentReplicate) {
+	a := h.Replicate(context.Background(), command("file:///etc/passwd"))
+	b := h.Replicate(context.Background(), command("file:///etc/passwd", func(c *envelope.ContentReplicate) {
 		c.InfoItemRepSpecID, c.SourceRevisionID, c.InfoSourceID = "  IIRS/Odd Value  ", "rev::2", "src::3"
 	}))
 	if a.Err.Error() != b.Err.Error() || a.Reason != b.Reason {
@@ -453,7 +454,7 @@ func TestAnAliasCannotWriteOutsideItsBucket(t *testing.T) {
 		return command(blob.URI, func(c *envelope.ContentReplicate) { c.CredentialsAlias, c.Destination = "public", dest })
 	}
 
-	out := h.Handle(context.Background(), viaPublic("r.pdf"))
+	out := h.Replicate(context.Background(), viaPublic("r.pdf"))
 	wantComplete(t, out, viaPublic("r.pdf"), true, "https://storage.googleapis.com/"+destBucket+"/"+public.Prefix+"/r.pdf")
 	for _, dest := range []string{
 		"../" + private.Prefix + "/r.pdf",
@@ -462,10 +463,10 @@ func TestAnAliasCannotWriteOutsideItsBucket(t *testing.T) {
 		"gs:/" + otherBucket + "/r.pdf",
 		"/" + otherBucket + "/r.pdf",
 	} {
-		out := h.Handle(context.Background(), viaPublic(dest))
-		if out.Kind != replicate.Permanent || out.Reason != envelope.ReplicateReasonInvalidDestination ||
+		out := h.Replicate(context.Background(), viaPublic(dest))
+		if out.Fate != capability.Close || out.Reason != string(envelope.ReplicateReasonInvalidDestination) ||
 			!errors.Is(out.Err, replicate.ErrInvalidDestination) {
-			t.Errorf("destination %q: %v %s (%v), want invalid_destination", dest, out.Kind, out.Reason, out.Err)
+			t.Errorf("destination %q: %v %s (%v), want invalid_destination", dest, out.Name(), out.Reason, out.Err)
 		}
 	}
 	if diff := cmp.Diff([]string{public.Prefix + "/r.pdf"}, objects(t, destBucket, public.Prefix+"/")); diff != "" {
@@ -482,16 +483,16 @@ func TestProviderStatuses(t *testing.T) {
 		status int
 		want   verdict
 	}{
-		{http.StatusBadRequest, verdict{Kind: replicate.Permanent, Reason: envelope.ReplicateReasonInvalidDestination}},
-		{http.StatusUnauthorized, verdict{Kind: replicate.Permanent, Reason: envelope.ReplicateReasonProviderDisabled}},
-		{http.StatusForbidden, verdict{Kind: replicate.Permanent, Reason: envelope.ReplicateReasonProviderDisabled}},
-		{http.StatusNotFound, verdict{Kind: replicate.Permanent, Reason: envelope.ReplicateReasonProviderDisabled}},
-		{http.StatusConflict, verdict{Kind: replicate.Permanent, Reason: envelope.ReplicateReasonProviderDisabled}},
-		{http.StatusRequestTimeout, verdict{Kind: replicate.Transient}},
-		{http.StatusTooManyRequests, verdict{Kind: replicate.Transient}},
-		{http.StatusInternalServerError, verdict{Kind: replicate.Transient}},
-		{http.StatusServiceUnavailable, verdict{Kind: replicate.Transient}},
-		{http.StatusGatewayTimeout, verdict{Kind: replicate.Transient}},
+		{http.StatusBadRequest, verdict{Fate: capability.Close, Reason: envelope.ReplicateReasonInvalidDestination}},
+		{http.StatusUnauthorized, verdict{Fate: capability.Close, Reason: envelope.ReplicateReasonProviderDisabled}},
+		{http.StatusForbidden, verdict{Fate: capability.Close, Reason: envelope.ReplicateReasonProviderDisabled}},
+		{http.StatusNotFound, verdict{Fate: capability.Close, Reason: envelope.ReplicateReasonProviderDisabled}},
+		{http.StatusConflict, verdict{Fate: capability.Close, Reason: envelope.ReplicateReasonProviderDisabled}},
+		{http.StatusRequestTimeout, verdict{Fate: capability.Retry}},
+		{http.StatusTooManyRequests, verdict{Fate: capability.Retry}},
+		{http.StatusInternalServerError, verdict{Fate: capability.Retry}},
+		{http.StatusServiceUnavailable, verdict{Fate: capability.Retry}},
+		{http.StatusGatewayTimeout, verdict{Fate: capability.Retry}},
 	}
 	src := newLocal(t)
 	blob := store(t, src, []byte("a blob the provider refuses"))
@@ -507,8 +508,8 @@ func TestProviderStatuses(t *testing.T) {
 			})
 			aliases, b := primary(t)
 			cmd := command(blob.URI)
-			out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}).Handle(context.Background(), cmd)
-			if tc.want.Kind == replicate.Permanent {
+			out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}).Replicate(context.Background(), cmd)
+			if tc.want.Fate == capability.Close {
 				wantRefused(t, out, cmd, tc.want.Reason, fmt.Sprintf("(%d)", tc.status))
 			} else {
 				wantTransient(t, out, fmt.Sprint(tc.status))
@@ -587,7 +588,7 @@ func TestSettlingAPreconditionFailure(t *testing.T) {
 					Content:     data,
 				})
 			}
-			out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}).Handle(context.Background(), cmd)
+			out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}).Replicate(context.Background(), cmd)
 			tc.check(t, out, cmd)
 		})
 	}
@@ -610,7 +611,7 @@ func TestAFailureWithoutAStatusIsTransient(t *testing.T) {
 		return true
 	})
 	aliases, b := primary(t)
-	out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}).Handle(context.Background(), command(blob.URI))
+	out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}).Replicate(context.Background(), command(blob.URI))
 	wantTransient(t, out, "write of")
 	if got := objects(t, destBucket, b.Prefix); len(got) != 0 {
 		t.Errorf("objects %v after a broken upload", got)
@@ -632,7 +633,7 @@ func TestWriteTimeout(t *testing.T) {
 	})
 	aliases, _ := primary(t)
 	h := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client, WriteTimeout: 200 * time.Millisecond})
-	out := h.Handle(context.Background(), command(blob.URI))
+	out := h.Replicate(context.Background(), command(blob.URI))
 	wantTransient(t, out, "timed out after 200ms")
 }
 
@@ -651,7 +652,7 @@ func TestCancelledWhileWriting(t *testing.T) {
 		return true
 	})
 	aliases, _ := primary(t)
-	out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}).Handle(ctx, command(blob.URI))
+	out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}).Replicate(ctx, command(blob.URI))
 	wantTransient(t, out, "abandoned")
 }
 
@@ -664,7 +665,7 @@ func TestErrorsDoNotCarryAQuery(t *testing.T) {
 	// Nothing listens on the port of a closed server: a dial error.
 	p := newProxy(t)
 	p.Close()
-	out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}).Handle(context.Background(), command(blob.URI))
+	out := newHandler(t, replicate.Options{Source: src, Aliases: aliases, GCS: p.Client}).Replicate(context.Background(), command(blob.URI))
 	wantTransient(t, out, "write of")
 	if strings.Contains(out.Err.Error(), "?") || strings.Contains(out.Err.Error(), "ifGenerationMatch") {
 		t.Errorf("error %q carries the request's query", out.Err)
@@ -758,8 +759,8 @@ func TestSourceFailures(t *testing.T) {
 				return nil, fmt.Errorf("gcs: open: %w", &googleapi.Error{Code: 403, Message: "no storage.objects.get"})
 			},
 			check: func(t *testing.T, out replicate.Outcome, cmd *envelope.ContentReplicate) {
-				if out.Kind != replicate.Unclassified || out.Fact != nil || !strings.Contains(out.Err.Error(), "403") {
-					t.Errorf("outcome %v %v (%v), want unclassified", out.Kind, out.Fact, out.Err)
+				if out.Fate != capability.Unclassified || out.Fact != nil || !strings.Contains(out.Err.Error(), "403") {
+					t.Errorf("outcome %v %v (%v), want unclassified", out.Name(), out.Fact, out.Err)
 				}
 			},
 		},
@@ -779,8 +780,8 @@ func TestSourceFailures(t *testing.T) {
 			name: "the stored bytes no longer hash to the fingerprint",
 			open: func(int) (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(string(other))), nil },
 			check: func(t *testing.T, out replicate.Outcome, cmd *envelope.ContentReplicate) {
-				if out.Kind != replicate.Unclassified || !strings.Contains(out.Err.Error(), "no longer hashes") {
-					t.Errorf("outcome %v (%v), want unclassified", out.Kind, out.Err)
+				if out.Fate != capability.Unclassified || !strings.Contains(out.Err.Error(), "no longer hashes") {
+					t.Errorf("outcome %v (%v), want unclassified", out.Name(), out.Err)
 				}
 			},
 		},
@@ -793,8 +794,8 @@ func TestSourceFailures(t *testing.T) {
 				return io.NopCloser(strings.NewReader(string(other))), nil
 			},
 			check: func(t *testing.T, out replicate.Outcome, cmd *envelope.ContentReplicate) {
-				if out.Kind != replicate.Unclassified || !strings.Contains(out.Err.Error(), "changed while it was copied") {
-					t.Errorf("outcome %v (%v), want unclassified", out.Kind, out.Err)
+				if out.Fate != capability.Unclassified || !strings.Contains(out.Err.Error(), "changed while it was copied") {
+					t.Errorf("outcome %v (%v), want unclassified", out.Name(), out.Err)
 				}
 			},
 		},
@@ -807,7 +808,7 @@ func TestSourceFailures(t *testing.T) {
 			}
 			aliases, b := primary(t)
 			cmd := command(src.URI(fp))
-			out := newHandler(t, replicate.Options{Source: src, Aliases: aliases}).Handle(context.Background(), cmd)
+			out := newHandler(t, replicate.Options{Source: src, Aliases: aliases}).Replicate(context.Background(), cmd)
 			tc.check(t, out, cmd)
 			if got := objects(t, destBucket, b.Prefix); len(got) != 0 {
 				t.Errorf("objects %v after a source failure", got)
@@ -828,12 +829,12 @@ func TestAPanicIsUnclassified(t *testing.T) {
 	}
 	aliases, _ := primary(t)
 	out := newHandler(t, replicate.Options{Source: src, Aliases: aliases}).
-		Handle(context.Background(), command("file:///blobs/"+strings.Repeat("a", 64)+".bin"))
-	if out.Kind != replicate.Unclassified || out.Fact != nil || !strings.Contains(out.Err.Error(), "a bug in the store") {
-		t.Errorf("outcome %v %v (%v), want unclassified", out.Kind, out.Fact, out.Err)
+		Replicate(context.Background(), command("file:///blobs/"+strings.Repeat("a", 64)+".bin"))
+	if out.Fate != capability.Unclassified || out.Fact != nil || !strings.Contains(out.Err.Error(), "a bug in the store") {
+		t.Errorf("outcome %v %v (%v), want unclassified", out.Name(), out.Fact, out.Err)
 	}
-	if out := newHandler(t, replicate.Options{Source: src}).Handle(context.Background(), nil); out.Kind != replicate.Unclassified {
-		t.Errorf("a nil command: %v", out.Kind)
+	if out := newHandler(t, replicate.Options{Source: src}).Replicate(context.Background(), nil); out.Fate != capability.Unclassified {
+		t.Errorf("a nil command: %v", out.Name())
 	}
 }
 
@@ -850,7 +851,7 @@ func TestAGCSSource(t *testing.T) {
 	h := newHandler(t, replicate.Options{Source: src, Aliases: aliases})
 
 	cmd := command(blob.URI)
-	out := h.Handle(context.Background(), cmd)
+	out := h.Replicate(context.Background(), cmd)
 	key := b.Prefix + "/" + cmd.Destination
 	wantComplete(t, out, cmd, true, "https://storage.googleapis.com/"+destBucket+"/"+key)
 	if got := object(t, destBucket, key).Content; string(got) != string(data) {
@@ -859,10 +860,10 @@ func TestAGCSSource(t *testing.T) {
 
 	local := command("file:///var/lib/replicator/blobs/"+blob.Fingerprint[:2]+"/"+blob.Fingerprint[2:4]+"/"+blob.Fingerprint+".bin",
 		func(c *envelope.ContentReplicate) { c.Destination = "other.pdf" })
-	wantRefused(t, h.Handle(context.Background(), local), local, envelope.ReplicateReasonBlobExpired, "no longer reads")
+	wantRefused(t, h.Replicate(context.Background(), local), local, envelope.ReplicateReasonBlobExpired, "no longer reads")
 
 	stranger := command("gs://"+otherBucket+"/blobs/"+blob.Fingerprint+".bin", func(c *envelope.ContentReplicate) { c.Destination = "other.pdf" })
-	wantRefused(t, h.Handle(context.Background(), stranger), stranger, envelope.ReplicateReasonInvalidSource, "not a reference this store minted")
+	wantRefused(t, h.Replicate(context.Background(), stranger), stranger, envelope.ReplicateReasonInvalidSource, "not a reference this store minted")
 }
 
 // Many commands at once, on one Handler.
@@ -877,17 +878,17 @@ func TestConcurrentUse(t *testing.T) {
 		cmd := command(blob.URI, func(c *envelope.ContentReplicate) {
 			c.CommandID, c.Destination = fmt.Sprintf("rep-%d", i), fmt.Sprintf("r%d.pdf", i%6)
 		})
-		wg.Go(func() { outs[i] = h.Handle(context.Background(), cmd) })
+		wg.Go(func() { outs[i] = h.Replicate(context.Background(), cmd) })
 	}
 	wg.Wait()
-	kinds := map[replicate.Kind]int{}
+	kinds := map[capability.Fate]int{}
 	for _, o := range outs {
-		kinds[o.Kind]++
+		kinds[o.Fate]++
 	}
 	// Each destination r(i%6) is claimed by commands i and i+6, whose blobs
 	// i%4 and (i+2)%4 differ: one copy and one conflict apiece, whichever
 	// wins the race.
-	if diff := cmp.Diff(map[replicate.Kind]int{replicate.Complete: 6, replicate.Permanent: 6}, kinds); diff != "" {
+	if diff := cmp.Diff(map[capability.Fate]int{capability.Complete: 6, capability.Close: 6}, kinds); diff != "" {
 		t.Errorf("outcomes (-want +got):\n%s", diff)
 	}
 	if got := len(objects(t, destBucket, b.Prefix+"/")); got != 6 {
@@ -901,7 +902,7 @@ func TestDuration(t *testing.T) {
 	h := newHandler(t, replicate.Options{Source: newLocal(t), Aliases: aliases})
 	var tick atomic.Int64
 	replicate.SetClock(h, func() time.Time { return at.Add(time.Duration(tick.Add(1)) * time.Second) })
-	out := h.Handle(context.Background(), command("file:///etc/passwd"))
+	out := h.Replicate(context.Background(), command("file:///etc/passwd"))
 	// Read at the start, for the fact, and at the end.
 	if out.Duration != 2*time.Second {
 		t.Errorf("Duration = %v, want 2s", out.Duration)

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
 	"github.com/replicator-go/replicator/replicate"
@@ -49,11 +50,11 @@ func TestALargeBlobStreamsInBoundedMemory(t *testing.T) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	out := h.Handle(context.Background(), cmd)
+	out := h.Replicate(context.Background(), cmd)
 	runtime.ReadMemStats(&after)
 
-	if out.Kind != replicate.Complete {
-		t.Fatalf("outcome %v: %v", out.Kind, out.Err)
+	if out.Fate != capability.Complete {
+		t.Fatalf("outcome %v: %v", out.Name(), out.Err)
 	}
 	allocated := after.TotalAlloc - before.TotalAlloc
 	t.Logf("replicating %d bytes allocated %d bytes", size, allocated)
@@ -92,8 +93,8 @@ func BenchmarkReplicate(b *testing.B) {
 	for b.Loop() {
 		i++
 		cmd := command(uri, func(c *envelope.ContentReplicate) { c.Destination = fmt.Sprintf("bench-%d.bin", i) })
-		if out := h.Handle(context.Background(), cmd); out.Kind != replicate.Complete {
-			b.Fatalf("outcome %v: %v", out.Kind, out.Err)
+		if out := h.Replicate(context.Background(), cmd); out.Fate != capability.Complete {
+			b.Fatalf("outcome %v: %v", out.Name(), out.Err)
 		}
 	}
 }

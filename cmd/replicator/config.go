@@ -442,7 +442,7 @@ var settings = []setting{
 		meaning: "requests in flight at once",
 		set:     positiveInt(func(c *Config) *int { return &c.Concurrency })},
 	{name: "REPLICATOR_MAX_HELD", def: "", own: true,
-		shownDef: "2 × `REPLICATOR_CONCURRENCY`, at least " + strconv.Itoa(contentfetch.MinDefaultMaxHeld),
+		shownDef: strconv.Itoa(contentfetch.DefaultHeldPerRequest) + " × `REPLICATOR_CONCURRENCY`, at least " + strconv.Itoa(contentfetch.MinDefaultMaxHeld),
 		forms:    formCount,
 		meaning:  "commands held in memory at once (waiting, parked or being handled). When full, the worker reads on only while some held commands wait for their host's window; those give their places to other hosts' commands, stay pending and are taken back once there is room ([politeness.md, Spending a wait](politeness.md#spending-a-wait)). `1` with a concurrency of 1 is the one-at-a-time design of the Python worker",
 		set: func(c *Config, v string) error {

@@ -10,15 +10,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
-
-	"github.com/replicator-go/replicator/contentfetch"
-	"github.com/replicator-go/replicator/fetch"
-	"github.com/replicator-go/replicator/engine"
-	"github.com/replicator-go/replicator/policy"
-	"github.com/replicator-go/replicator/replicate"
-	"github.com/replicator-go/replicator/sink/gcs"
-	"github.com/replicator-go/replicator/sink/local"
 )
 
 func TestLoadConfigEverySetting(t *testing.T) {
@@ -310,4 +301,3 @@ func env(vars map[string]string) func(string) (string, bool) {
 var refused = struct{ refused bool }{true}
 
 var cmpPrefixes = cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })
-

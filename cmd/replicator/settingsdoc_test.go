@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/replicator-go/replicator/contentfetch"
-	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
@@ -205,12 +205,12 @@ func TestSettingsDocConstants(t *testing.T) {
 		"escalation: first step, headroom above the floor, reset":  strings.Join([]string{secs(policy.EscalationFirstStep), secs(policy.EscalationHeadroom), secs(policy.EscalationReset)}, ", "),
 		"hosts a local pacer tracks before pruning":                fmt.Sprintf("at least %d", policy.DefaultMaxHosts),
 		"commands held per host, commands per host in the handler": fmt.Sprintf("%d, %d", contentfetch.DefaultMaxHeldPerHost, contentfetch.DefaultMaxActivePerHost),
-		"entry ids of commands left pending, to take back":         fmt.Sprintf("%d × `REPLICATOR_MAX_HELD`", worker.NotedPerHeld),
+		"entry ids of commands left pending, to take back":         fmt.Sprintf("%d × `REPLICATOR_MAX_HELD`", engine.NotedPerHeld),
 		"drain margin at shutdown":                                 secs(contentfetch.DrainMargin) + " after `REPLICATOR_MAX_FETCH_SECONDS`",
 		"passthrough header length, `detail` length":               fmt.Sprintf("%d characters, %d bytes", contentfetch.MaxPassthroughLength, envelope.MaxDetailLength),
 		"stream names, dedupe key prefix": "`" + strings.Join([]string{contentfetch.DefaultStream, contentfetch.DefaultFactsStream,
 			contentfetch.DefaultDLQStream, fleet.DefaultPolicyStream, contentfetch.DefaultDedupePrefix}, "`, `") + "`",
-		// internal/consume's fateTimeout is unexported: not checked here.
+		// the engine's fateTimeout is unexported: not checked here.
 		"bound on one command's fate writes": "",
 	}
 	b, err := os.ReadFile(settingsDoc)

@@ -478,7 +478,7 @@ func TestWorkerMeasuresTheBlobTreeBeforeConsuming(t *testing.T) {
 	logs := w.stderr.String()
 	waiting := strings.Index(logs, "waiting for the first blob sweep to measure the tree")
 	measured := strings.Index(logs, "blob tree is at or over REPLICATOR_BLOB_MAX_TOTAL_BYTES")
-	consuming := strings.Index(logs, `"msg":"worker starting"`)
+	consuming := strings.Index(logs, `"msg":"consume loop starting","stream":"`+streamCommands+`"`)
 	switch {
 	case waiting < 0 || measured < 0:
 		t.Errorf("the worker did not log waiting for and finding the tree over the ceiling:\n%s", tail(logs, 3000))

@@ -15,10 +15,10 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/testenv"
-	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/policy"
 	"github.com/replicator-go/replicator/sink/memory"
 )
@@ -40,7 +40,7 @@ func origin(t *testing.T) *testenv.Origin {
 	return testenv.StartOrigin(t, mux)
 }
 
-// startWorker runs a fetch.Worker against r until the test ends. Its
+// startWorker runs a content.fetch worker against r until the test ends. Its
 // handler refuses timeout_seconds over maxTimeout, so a test can make it
 // answer invalid_request_options to a command the issuer screened.
 func startWorker(t *testing.T, r *testenv.Redis, maxTimeout time.Duration) {
@@ -58,12 +58,14 @@ func startWorker(t *testing.T, r *testenv.Redis, maxTimeout time.Duration) {
 		MaxInFlight: 4,
 		Logger:      quiet,
 	})
-	w := worker.New(client, worker.Options{
-		Loop:       engine.Config{StartID: "0", ReadBlock: readBlock, Logger: quiet},
+	h := contentfetch.NewHandler(contentfetch.HandlerOptions{
 		Fetcher:    fetcher,
 		Sink:       memory.New(memory.Options{}),
 		MaxTimeout: maxTimeout,
+		MaxWait:    readBlock,
+		Logger:     quiet,
 	})
+	w := engine.New(client, engine.Config{StartID: "0", ReadBlock: readBlock, Logger: quiet}, contentfetch.Capability(h))
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {

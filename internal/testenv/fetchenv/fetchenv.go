@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/replicator-go/replicator/contentfetch"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/fetch"
 	"github.com/replicator-go/replicator/guard"
@@ -44,6 +45,16 @@ var Hosts = map[string][]netip.Addr{
 	"xn--bcher-kva.test": {netip.MustParseAddr("127.0.0.1")},
 }
 
+// The names Outcome.Name gives a fetch's outcomes that have no label of
+// their own (contentfetch.Stored and contentfetch.NotModified have): its
+// fate's name, as the tests' tables expect it.
+var (
+	Permanent    = capability.Close.String()
+	Transient    = capability.Retry.String()
+	Parked       = capability.Park.String()
+	Unclassified = capability.Unclassified.String()
+)
+
 // Quiet is a logger that discards everything.
 var Quiet = slog.New(slog.DiscardHandler)
 
@@ -58,7 +69,7 @@ func Guard() *guard.Guard {
 
 // Harness is a Fetcher and a Handler over one recording origin.
 type Harness struct {
-	Stop    <-chan struct{} // passed to every Handle
+	Stop    <-chan struct{} // passed to every Fetch
 	Origin  *testenv.Origin
 	Sink    *memory.Sink // the Handler's sink
 	Pacer   *policy.Local
