@@ -75,12 +75,15 @@ func (s *GCSStore) Size(ctx context.Context, fingerprint string) (int64, error) 
 }
 
 // Keep implements Store. The bytes stream through one create-if-absent
-// upload (ifGenerationMatch=0) in a single request, hashed on the way; the
-// upload is committed only when the writer is closed, and Keep closes it
-// only once the bytes have hashed to fingerprint. Bytes that do not are
-// never committed: the upload is cancelled, so no object appears. Nothing
-// is buffered beyond one copy buffer, so the library does not retry a
-// failed upload; the caller does (docs/persist.md, Storing).
+// resumable upload (ifGenerationMatch=0), hashed on the way. An upload is
+// committed only by its last chunk, which the writer sends once it is
+// closed; Keep closes it only once the bytes have hashed to fingerprint.
+// Bytes that do not are never committed: the upload is cancelled and never
+// closed, so its last chunk is never sent and no object appears. (A
+// single-request upload would not do: aborting one ends its multipart body
+// cleanly, and the service may commit what was sent.) One chunk of
+// googleapi.MinUploadChunkSize is buffered per upload, so the client
+// retries a failed chunk itself within ctx.
 //
 // The object gets mediaType as its content type (sink.DefaultMediaType when
 // empty), sink.ContentStampKey=<fingerprint> in its metadata and no
@@ -96,9 +99,9 @@ func (s *GCSStore) Keep(ctx context.Context, fingerprint string, r io.Reader, me
 	uctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := s.bucket.Object(s.Object(fingerprint)).If(storage.Conditions{DoesNotExist: true}).NewWriter(uctx)
-	// Zero: one request and no chunk buffer (the default would hold
-	// 16 MiB per upload).
-	w.ChunkSize = 0
+	// The smallest chunk that keeps the upload resumable (the default
+	// would hold 16 MiB per upload).
+	w.ChunkSize = googleapi.MinUploadChunkSize
 	w.ContentType = mediaType
 	w.Metadata = map[string]string{sink.ContentStampKey: fingerprint}
 	got, n, err := sink.Copy(uctx, w, r, 0)
@@ -106,8 +109,11 @@ func (s *GCSStore) Keep(ctx context.Context, fingerprint string, r io.Reader, me
 		err = fmt.Errorf("%w: %s holds bytes hashing to %s", ErrCorrupt, fingerprint, got)
 	}
 	if err != nil {
+		// Abort. Cancelling makes the writer close its pipe with an error,
+		// so the last chunk is never sent and nothing is committed. Close
+		// must not be called: run before the writer sees the cancel, it
+		// would end the stream cleanly and commit what was sent.
 		cancel()
-		w.Close()
 		if status(err) == http.StatusPreconditionFailed {
 			// The create was refused as soon as it began: the blob is
 			// already kept. Its size is the stored one.

@@ -179,7 +179,7 @@ func TestGCSStoreAnswers(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(http.StatusText(tc.code), func(t *testing.T) {
 			s := newGCSStores(t)
-			h := newHandler(t, s.temp, s.perm)
+			h := shortHandler(t, s)
 			uri := s.put(t, data)
 			s.proxy.RefuseUploads(tc.code)
 
@@ -200,11 +200,7 @@ func TestGCSStoreAnswers(t *testing.T) {
 	}
 	t.Run("the connection is gone", func(t *testing.T) {
 		s := newGCSStores(t)
-		// The client retries a failed dial until the persist's bound.
-		h, err := persist.New(persist.Options{Temp: s.temp, Store: s.perm, Timeout: time.Second, Logger: quiet()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := shortHandler(t, s)
 		uri := s.put(t, data)
 		s.proxy.Close()
 
@@ -214,6 +210,18 @@ func TestGCSStoreAnswers(t *testing.T) {
 			t.Fatalf("outcome %v %+v: %v", out.Fate, out.Fact, out.Err)
 		}
 	})
+}
+
+// shortHandler bounds a persist at a second: the client retries a
+// transient answer (a 5xx, 408, 429, a failed dial) itself until the
+// persist's bound, and the Handler then says Retry.
+func shortHandler(t *testing.T, s gcsStores) *persist.Handler {
+	t.Helper()
+	h, err := persist.New(persist.Options{Temp: s.temp, Store: s.perm, Timeout: time.Second, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // The existence check's refusal is left to the delivery ceiling.
