@@ -10,7 +10,7 @@ import (
 	"github.com/replicator-go/replicator/internal/quote"
 )
 
-// FromWire decodes a stream entry's fields into one of the seven models,
+// FromWire decodes a stream entry's fields into one of the ten models,
 // chosen by the frame's event_type field. It reads only event_type,
 // payload and (as a fallback) schema_version; every model field comes from
 // the payload, and key, occurred_at and content_type are not consulted.
@@ -247,6 +247,9 @@ var specs = map[string]*modelSpec{
 			"source_revision_id", "info_source_id", "reason", "terminal", "attempts", "detail"},
 		nonFinite: -1,
 	},
+	EventContentPersist: {names: contentPersistNames, nonFinite: -1},
+	EventBlobPersisted:  {names: blobPersistedNames, nonFinite: -1},
+	EventPersistFailed:  {names: persistFailedNames, nonFinite: -1},
 }
 
 // scanPayload validates the whole payload object and records the raw value of
@@ -322,6 +325,12 @@ func (d *decoder) decode(version int) Model {
 		return decodeReplicationComplete(d, version)
 	case EventReplicationFailed:
 		return decodeReplicationFailed(d, version)
+	case EventContentPersist:
+		return decodeContentPersist(d, version)
+	case EventBlobPersisted:
+		return decodeBlobPersisted(d, version)
+	case EventPersistFailed:
+		return decodePersistFailed(d, version)
 	default:
 		return decodeFetchPolicyState(d, version)
 	}

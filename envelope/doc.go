@@ -1,5 +1,5 @@
-// Package envelope is the wire codec: it turns the payload models of both
-// capabilities into the fields of a Redis stream entry and back. It is pure
+// Package envelope is the wire codec: it turns the payload models of the
+// three capabilities into the fields of a Redis stream entry and back. It is pure
 // (the standard library and the project's bounded quoting, no I/O), so
 // issuers can embed it cheaply; every function is safe for concurrent use.
 //
@@ -10,10 +10,13 @@
 //	content.fetch-policy  FetchPolicyState (config)
 //	content.replicate     ContentReplicate (command)
 //	content.artifacts     ReplicationComplete, ReplicationFailed (facts)
+//	content.persist       ContentPersist (command)
+//	content.artifacts     BlobPersisted, PersistFailed (facts)
 //
 // Every model is schema version 1. The failure facts carry reason tokens
-// from two vocabularies, one per capability: Reason for fetch_failed and
-// ReplicateReason for replication_failed.
+// from three vocabularies, one per capability: Reason for fetch_failed,
+// ReplicateReason for replication_failed and PersistReason for
+// persist_failed.
 //
 // # Frames
 //
@@ -23,7 +26,8 @@
 //	key             idempotency key, derived per payload type (below)
 //	payload         the model as JSON; every model field lives here
 //	event_type      content_fetch, blob_available, fetch_failed, fetch_policy_state,
-//	                content_replicate, replication_complete, replication_failed
+//	                content_replicate, replication_complete, replication_failed,
+//	                content_persist, blob_persisted, persist_failed
 //	schema_version  the model's schema version, decimal
 //	occurred_at     the model's occurred_at, encoded as below
 //	content_type    application/json
@@ -43,6 +47,9 @@
 //	content_replicate     command_id
 //	replication_complete  command_id + ":" + the encoded occurred_at
 //	replication_failed    command_id + ":" + the encoded occurred_at
+//	content_persist       command_id
+//	blob_persisted        command_id + ":" + the encoded occurred_at
+//	persist_failed        command_id + ":" + the encoded occurred_at
 //
 // Each key names one occurrence, so a consumer deduplicating on it never
 // collapses two: a command that fails twice, or a replication announced
@@ -69,8 +76,9 @@
 // members are ignored; a missing required member, a wrong JSON type, a naive
 // time, invalid JSON, an unknown event_type or a frame without a payload is
 // ErrMalformedFrame. Optional members absent or null decode to nil.
-// DecodeCommand (content.fetch) and DecodeReplicateCommand
-// (content.replicate) add ErrForeignPayload for a valid frame that is not
+// DecodeCommand (content.fetch), DecodeReplicateCommand
+// (content.replicate) and DecodePersistCommand (content.persist) add
+// ErrForeignPayload for a valid frame that is not
 // their stream's command.
 //
 // object_options is the one member of arbitrary shape: any JSON object, or

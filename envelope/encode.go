@@ -60,6 +60,18 @@ func ToFrame(m Model) (Frame, error) {
 		if v != nil {
 			payload, err = encodeReplicationFailed(v)
 		}
+	case *ContentPersist:
+		if v != nil {
+			payload, err = encodeContentPersist(v)
+		}
+	case *BlobPersisted:
+		if v != nil {
+			payload, err = encodeBlobPersisted(v)
+		}
+	case *PersistFailed:
+		if v != nil {
+			payload, err = encodePersistFailed(v)
+		}
 	default:
 		return Frame{}, fmt.Errorf("%w: %T is not a model of this package", ErrUnencodable, m)
 	}

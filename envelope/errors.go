@@ -18,7 +18,8 @@ var (
 	// the worker can still name the command in unsupported_schema_version.
 	ErrUnsupportedVersion = errors.New("envelope: unsupported schema version")
 
-	// ErrForeignPayload means DecodeCommand or DecodeReplicateCommand was
+	// ErrForeignPayload means DecodeCommand, DecodeReplicateCommand or
+	// DecodePersistCommand was
 	// given a valid frame of another model type (a fact, or the other
 	// capability's command, on the command stream). Any command_id in it
 	// belongs to another command, so nothing may be published about it.

@@ -21,11 +21,12 @@ const SchemaVersion = 1
 // ContentType is the frame's content_type field: payloads are JSON.
 const ContentType = "application/json"
 
-// Model is one of the seven payloads: *ContentFetch, *BlobAvailable,
-// *FetchFailed and *FetchPolicyState (the fetch capability), or
+// Model is one of the ten payloads: *ContentFetch, *BlobAvailable,
+// *FetchFailed and *FetchPolicyState (the fetch capability),
 // *ContentReplicate, *ReplicationComplete and *ReplicationFailed (the
-// replicate capability). Models are plain values: safe to read from several
-// goroutines, not to mutate concurrently.
+// replicate capability), or *ContentPersist, *BlobPersisted and
+// *PersistFailed (the persist capability). Models are plain values: safe to
+// read from several goroutines, not to mutate concurrently.
 type Model interface {
 	// EventType is the payload's event_type.
 	EventType() string

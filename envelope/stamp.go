@@ -21,5 +21,9 @@ func Stamp(m Model, t time.Time) {
 		v.OccurredAt = t
 	case *ReplicationFailed:
 		v.OccurredAt = t
+	case *BlobPersisted:
+		v.OccurredAt = t
+	case *PersistFailed:
+		v.OccurredAt = t
 	}
 }

@@ -169,8 +169,8 @@ func mentionedInDocsDir(docs []document, word string) bool {
 // --- reason tokens ---
 
 // reasonTokens reads package envelope's source for the reason tokens the
-// worker emits: every constant of type Reason or ReplicateReason, and the
-// dead-letter reasons, the DLQ* string constants.
+// worker emits: every constant of type Reason, ReplicateReason or
+// PersistReason, and the dead-letter reasons, the DLQ* string constants.
 func reasonTokens(t *testing.T) map[string]string {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(repoRoot, "envelope", "*.go"))
@@ -199,7 +199,7 @@ func reasonTokens(t *testing.T) map[string]string {
 					typ = id.Name
 				}
 				for i, name := range vs.Names {
-					if typ != "Reason" && typ != "ReplicateReason" && !strings.HasPrefix(name.Name, "DLQ") {
+					if typ != "Reason" && typ != "ReplicateReason" && typ != "PersistReason" && !strings.HasPrefix(name.Name, "DLQ") {
 						continue
 					}
 					if i >= len(vs.Values) {
