@@ -19,6 +19,7 @@ import (
 	"github.com/replicator-go/replicator/fetch/robots"
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/policy"
+	"github.com/replicator-go/replicator/persist"
 	"github.com/replicator-go/replicator/policy/fleet"
 	"github.com/replicator-go/replicator/replicate"
 	"github.com/replicator-go/replicator/sink/gcs"
@@ -66,6 +67,7 @@ type Config struct {
 	ReplicationAliasesFile string // "" means nothing is provisioned
 	ReplicateWriteTimeout  time.Duration
 	PermanentBucket        string // "" means no permanent store
+	PersistEnabled         bool   // content.persist runs (it needs PermanentBucket)
 
 	ReadBlock                   time.Duration
 	ClaimMinIdle                time.Duration
@@ -398,16 +400,11 @@ var settings = []setting{
 		ifUnset: func(c *Config) { c.BlockedDestinations = nil }},
 	{name: "REPLICATOR_PERSIST_ENABLED", def: "false",
 		forms:   "a boolean as pydantic reads one: `true`, `false`, `1`, `0`, `yes`, `no`, `on`, `off`, `t`, `f`, `y`, `n`, in any case",
-		meaning: "the Python worker's `content.persist` loop, which this worker does not have: false is accepted, true refused, so a host counting on persisting never starts without it ([differences.md](differences.md#contentpersist))",
+		meaning: "runs `content.persist` (group `" + persist.DefaultGroup + "`), which keeps blobs in `REPLICATOR_PERMANENT_BUCKET` for good; it needs that bucket. A broker that does not grant its stream leaves it off with one line, and the other capabilities run ([persist.md](persist.md))",
 		set: func(c *Config, v string) error {
 			on, err := pyBool(v)
-			switch {
-			case err != nil:
-				return err
-			case on:
-				return errors.New("content.persist is not implemented by this worker: unset it (or set false), or run the Python worker where persisting is needed")
-			}
-			return nil
+			c.PersistEnabled = on
+			return err
 		}},
 	{name: "REPLICATOR_MIN_HOST_INTERVAL_SECONDS", def: strconv.FormatFloat(policy.DefaultInterval.Seconds(), 'f', 1, 64),
 		forms:   "seconds from 0 to 3600",
@@ -653,6 +650,10 @@ func loadConfig(lookup func(string) (string, bool)) (Config, error) {
 	// Pairings, checked once every value parses.
 	if c.BlobBackend == backendGCS && c.BlobBucket == "" {
 		errs = append(errs, fmt.Errorf("%w: REPLICATOR_BLOB_BACKEND=gcs needs REPLICATOR_BLOB_BUCKET", errSetting))
+	}
+	if c.PersistEnabled && c.PermanentBucket == "" {
+		// As the reference refuses it: persisting with nowhere to keep.
+		errs = append(errs, fmt.Errorf("%w: REPLICATOR_PERSIST_ENABLED=true needs REPLICATOR_PERMANENT_BUCKET", errSetting))
 	}
 	if c.ConsumerGroup == c.ReplicateConsumerGroup {
 		// As the reference refuses it: each group's consumer-name override

@@ -16,7 +16,7 @@ import (
 // nothing is then read. fleet says whether requests are paced through
 // Redis (docs/operations.md, Redis ACL), cached whether the fleet pacer's
 // client-side cache is on.
-func logReady(ctx context.Context, log *slog.Logger, cfg Config, aliases []string, fleet, cached bool) {
+func logReady(ctx context.Context, log *slog.Logger, cfg Config, aliases []string, persisting string, fleet, cached bool) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -36,7 +36,7 @@ func logReady(ctx context.Context, log *slog.Logger, cfg Config, aliases []strin
 		// This worker's own.
 		"content_fetch", "enabled",
 		"content_replicate", "enabled",
-		"persist", "disabled", // not implemented (docs/differences.md, content.persist)
+		"content_persist", persisting,
 		"concurrency", cfg.Concurrency,
 		"robots", map[bool]string{false: "ignore", true: "obey"}[cfg.ObeyRobots],
 		"pacing", map[bool]string{false: "local", true: "fleet"}[fleet],

@@ -223,7 +223,23 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer closeGCS()
 	replLoop := engine.New(client, engineCfg, replCap)
-	healthy := func() bool { return fetchLoop.Healthy() && replLoop.Healthy() }
+	persistL, persisting, closePersist, err := persistLoop(ctx, cfg, engineCfg, client, blobs, log)
+	if err != nil {
+		return err
+	}
+	defer closePersist()
+	loops := []*engine.Loop{fetchLoop, replLoop}
+	if persistL != nil {
+		loops = append(loops, persistL)
+	}
+	healthy := func() bool {
+		for _, l := range loops {
+			if !l.Healthy() {
+				return false
+			}
+		}
+		return true
+	}
 
 	if cfg.MetricsAddr != "" {
 		// Bound before the replay so /healthz answers (503) while it runs,
@@ -249,9 +265,15 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if sweeper != nil {
 		bg.Go(func() { sweeper.Run(bgCtx, cfg.BlobSweepInterval) })
 	}
-	gauges := newStreamGauges(client, log,
-		consumedStream{streamCommands, cfg.ConsumerGroup, streamDLQ},
-		consumedStream{streamReplicate, cfg.ReplicateConsumerGroup, streamReplicateDLQ})
+	streams := []consumedStream{
+		{streamCommands, cfg.ConsumerGroup, streamDLQ},
+		{streamReplicate, cfg.ReplicateConsumerGroup, streamReplicateDLQ},
+	}
+	if persistL != nil {
+		c := persistL.Capability()
+		streams = append(streams, consumedStream{c.Stream, c.Group, c.DLQStream})
+	}
+	gauges := newStreamGauges(client, log, streams...)
 	reg.MustRegister(gauges)
 	bg.Go(func() { gauges.run(bgCtx, streamStateInterval) })
 
@@ -270,9 +292,9 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 	}
-	logReady(ctx, log, cfg, aliases, fleetPacer != nil, cached)
+	logReady(ctx, log, cfg, aliases, persisting, fleetPacer != nil, cached)
 	bg.Go(func() { takeOverOldConsumers(bgCtx, client, log, cfg) })
-	if err := runLoops(ctx, fetchLoop.Run, replLoop.Run); err != nil {
+	if err := runLoops(ctx, loops...); err != nil {
 		return err
 	}
 	log.Info("worker stopped", "consumer", cfg.ConsumerName, "replicate_consumer", cfg.ReplicateConsumerName)
@@ -282,13 +304,13 @@ func work(ctx context.Context, cfg Config, log *slog.Logger) error {
 // runLoops runs the consume loops side by side until ctx ends (nil) or one
 // gives up on the broker: then the others stop too, and its error is
 // returned, so a supervisor restarts the whole worker.
-func runLoops(ctx context.Context, loops ...func(context.Context) error) error {
+func runLoops(ctx context.Context, loops ...*engine.Loop) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	errs := make(chan error, len(loops))
-	for _, run := range loops {
+	for _, l := range loops {
 		go func() {
-			err := run(ctx)
+			err := l.Run(ctx)
 			if err != nil {
 				stop()
 			}
