@@ -48,7 +48,7 @@ type broker interface {
 
 // errNoGroup means the consumer group is gone (Redis restarted without its
 // data); the loop recreates it.
-var errNoGroup = errors.New("consume: consumer group is gone")
+var errNoGroup = errors.New("engine: consumer group is gone")
 
 // ownership is what own found of one entry.
 type ownership int
@@ -92,7 +92,7 @@ func noGroup(err error) error {
 func (b *redisBroker) createGroup(ctx context.Context, id string) error {
 	cmd := b.client.B().XgroupCreate().Key(b.o.Stream).Group(b.o.Group).Id(id).Mkstream().Build()
 	if err := b.client.Do(ctx, cmd).Error(); err != nil && !isRedisErr(err, "BUSYGROUP") {
-		return fmt.Errorf("consume: create group %s on %s: %w", b.o.Group, b.o.Stream, err)
+		return fmt.Errorf("engine: create group %s on %s: %w", b.o.Group, b.o.Stream, err)
 	}
 	b.ok()
 	return nil
@@ -132,7 +132,7 @@ func (b *redisBroker) read(ctx context.Context, count int, block time.Duration) 
 		b.ok()
 		return nil, nil
 	default:
-		return nil, fmt.Errorf("consume: XREADGROUP %s: %w", b.o.Stream, noGroup(err))
+		return nil, fmt.Errorf("engine: XREADGROUP %s: %w", b.o.Stream, noGroup(err))
 	}
 	b.ok()
 	return entries(res[b.o.Stream]), nil
@@ -147,19 +147,19 @@ func (b *redisBroker) autoclaim(ctx context.Context, cursor string, count int) (
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return cursor, nil, nil, nil
 		}
-		return "", nil, nil, fmt.Errorf("consume: XAUTOCLAIM %s: %w", b.o.Stream, noGroup(err))
+		return "", nil, nil, fmt.Errorf("engine: XAUTOCLAIM %s: %w", b.o.Stream, noGroup(err))
 	}
 	b.ok()
 	if len(arr) < 2 {
-		return "", nil, nil, fmt.Errorf("consume: XAUTOCLAIM %s: unexpected reply of %d elements", b.o.Stream, len(arr))
+		return "", nil, nil, fmt.Errorf("engine: XAUTOCLAIM %s: unexpected reply of %d elements", b.o.Stream, len(arr))
 	}
 	next, err := arr[0].ToString()
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("consume: XAUTOCLAIM %s: cursor: %w", b.o.Stream, err)
+		return "", nil, nil, fmt.Errorf("engine: XAUTOCLAIM %s: cursor: %w", b.o.Stream, err)
 	}
 	claimed, err := arr[1].AsXRangeSlices()
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("consume: XAUTOCLAIM %s: entries: %w", b.o.Stream, err)
+		return "", nil, nil, fmt.Errorf("engine: XAUTOCLAIM %s: entries: %w", b.o.Stream, err)
 	}
 	var deleted []string
 	if len(arr) > 2 {
@@ -171,7 +171,7 @@ func (b *redisBroker) autoclaim(ctx context.Context, cursor string, count int) (
 func (b *redisBroker) own(ctx context.Context, ids []string) ([]ownership, error) {
 	got, err := b.redeliver(ctx, ids)
 	if err != nil {
-		return nil, fmt.Errorf("consume: ownership check on %s: %w", b.o.Stream, err)
+		return nil, fmt.Errorf("engine: ownership check on %s: %w", b.o.Stream, err)
 	}
 	states := make([]ownership, len(got))
 	for i, e := range got {
@@ -241,7 +241,7 @@ func (b *redisBroker) ack(ctx context.Context, ids ...string) error {
 	for chunk := range chunks(ids, maxIDs) {
 		cmd := b.client.B().Xack().Key(b.o.Stream).Group(b.o.Group).Id(chunk...).Build()
 		if err := b.client.Do(ctx, cmd).Error(); err != nil {
-			return fmt.Errorf("consume: XACK %s: %w", b.o.Stream, err)
+			return fmt.Errorf("engine: XACK %s: %w", b.o.Stream, err)
 		}
 	}
 	b.ok()
@@ -252,7 +252,7 @@ func (b *redisBroker) entry(ctx context.Context, id string) ([]field, bool, erro
 	cmd := b.client.B().Xrange().Key(b.o.Stream).Start(id).End(id).Build()
 	got, err := b.client.Do(ctx, cmd).AsXRangeSlices()
 	if err != nil {
-		return nil, false, fmt.Errorf("consume: XRANGE %s %s: %w", b.o.Stream, id, err)
+		return nil, false, fmt.Errorf("engine: XRANGE %s %s: %w", b.o.Stream, id, err)
 	}
 	if len(got) == 0 || len(got[0].FieldValues) == 0 {
 		return nil, false, nil
@@ -273,7 +273,7 @@ func (b *redisBroker) deadLetter(ctx context.Context, id string, fields []field,
 	}
 	x = x.FieldValue(envelope.FieldDLQReason, reason).FieldValue(envelope.FieldDLQOriginalID, id)
 	if err := b.client.Do(ctx, x.Build()).Error(); err != nil {
-		return fmt.Errorf("consume: XADD %s: %w", b.o.DLQStream, err)
+		return fmt.Errorf("engine: XADD %s: %w", b.o.DLQStream, err)
 	}
 	b.ok()
 	return nil
@@ -290,7 +290,7 @@ func (b *redisBroker) seen(ctx context.Context, commandIDs []string) ([]bool, []
 	for i, r := range b.client.DoMulti(ctx, cmds...) {
 		n, err := r.AsInt64()
 		if err != nil {
-			errs[i] = fmt.Errorf("consume: EXISTS dedupe key: %w", err)
+			errs[i] = fmt.Errorf("engine: EXISTS dedupe key: %w", err)
 			continue
 		}
 		seen[i], answered = n > 0, true
@@ -307,7 +307,7 @@ func (b *redisBroker) publish(ctx context.Context, fact envelope.Model) error {
 		return err
 	}
 	if err := b.client.Do(ctx, cmd).Error(); err != nil {
-		return fmt.Errorf("consume: XADD %s: %w", b.o.FactsStream, err)
+		return fmt.Errorf("engine: XADD %s: %w", b.o.FactsStream, err)
 	}
 	b.ok()
 	return nil
@@ -328,7 +328,7 @@ func (b *redisBroker) publishAll(ctx context.Context, facts []envelope.Model) []
 	}
 	for k, r := range b.doMulti(ctx, cmds) {
 		if err := r.Error(); err != nil {
-			errs[owners[k]] = fmt.Errorf("consume: XADD %s: %w", b.o.FactsStream, err)
+			errs[owners[k]] = fmt.Errorf("engine: XADD %s: %w", b.o.FactsStream, err)
 		}
 	}
 	return errs
@@ -345,7 +345,7 @@ func (b *redisBroker) rememberAll(ctx context.Context, commandIDs, entryIDs []st
 	errs := make([]error, len(commandIDs))
 	for i, r := range b.doMulti(ctx, cmds) {
 		if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
-			errs[i] = fmt.Errorf("consume: SET dedupe key: %w", err)
+			errs[i] = fmt.Errorf("engine: SET dedupe key: %w", err)
 		}
 	}
 	return errs
@@ -373,7 +373,7 @@ func (b *redisBroker) factCommand(fact envelope.Model) (rueidis.Completed, error
 	envelope.Stamp(fact, b.now().UTC())
 	frame, err := envelope.ToFrame(fact)
 	if err != nil {
-		return rueidis.Completed{}, fmt.Errorf("consume: encode fact: %w", err)
+		return rueidis.Completed{}, fmt.Errorf("engine: encode fact: %w", err)
 	}
 	x := b.client.B().Xadd().Key(b.o.FactsStream).Id("*").FieldValue()
 	for i, name := range envelope.FrameFields() {

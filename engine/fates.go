@@ -132,7 +132,7 @@ func (r *run) own(ctx context.Context, hs []*task) (mine []bool) {
 	}
 	states, err := l.b.own(ctx, ids)
 	if err == nil && l.clock.now().Sub(start) >= l.o.ClaimMinIdle {
-		err = fmt.Errorf("consume: ownership check on %s took longer than the claim's minimum idle time (%s)", l.o.Stream, l.o.ClaimMinIdle)
+		err = fmt.Errorf("engine: ownership check on %s took longer than the claim's minimum idle time (%s)", l.o.Stream, l.o.ClaimMinIdle)
 	}
 	if err != nil {
 		l.o.Metrics.brokerFailure("own")

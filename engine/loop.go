@@ -248,7 +248,7 @@ func (e *opError) Unwrap() error { return e.err }
 
 // errNoContact is returned by a cycle that did not talk to Redis (the loop
 // was full and waited for room): it neither fails nor ends an outage.
-var errNoContact = errors.New("consume: cycle did not reach Redis")
+var errNoContact = errors.New("engine: cycle did not reach Redis")
 
 // loop runs cycles until ctx ends (nil) or Redis has kept failing them for
 // the outage limit (ErrBrokerUnavailable). An outage begins with a failed

@@ -19,7 +19,7 @@ import (
 func (b *redisBroker) recall(ctx context.Context, ids []string) ([]entry, []string, error) {
 	got, err := b.redeliver(ctx, ids)
 	if err != nil {
-		return nil, nil, fmt.Errorf("consume: recall on %s: %w", b.o.Stream, err)
+		return nil, nil, fmt.Errorf("engine: recall on %s: %w", b.o.Stream, err)
 	}
 	var (
 		entries    []entry
