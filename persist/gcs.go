@@ -12,6 +12,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/replicator-go/replicator/sink"
+	"github.com/replicator-go/replicator/sink/gcs"
 )
 
 // ObjectPrefix is the folder a permanent bucket keeps its blobs under:
@@ -69,7 +70,7 @@ func (s *GCSStore) Size(ctx context.Context, fingerprint string) (int64, error) 
 		return 0, fmt.Errorf("persist: %s: %w", s.URI(fingerprint), sink.ErrNotFound)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("persist: stat %s: %w", s.URI(fingerprint), permanent(err))
+		return 0, fmt.Errorf("persist: stat %s: %w", s.URI(fingerprint), gcs.Permanent(err))
 	}
 	return attrs.Size, nil
 }
@@ -114,7 +115,7 @@ func (s *GCSStore) Keep(ctx context.Context, fingerprint string, r io.Reader, me
 		// must not be called: run before the writer sees the cancel, it
 		// would end the stream cleanly and commit what was sent.
 		cancel()
-		if status(err) == http.StatusPreconditionFailed {
+		if gcs.Status(err) == http.StatusPreconditionFailed {
 			// The create was refused as soon as it began: the blob is
 			// already kept. Its size is the stored one.
 			return s.existing(ctx, fingerprint)
@@ -123,13 +124,13 @@ func (s *GCSStore) Keep(ctx context.Context, fingerprint string, r io.Reader, me
 		if errors.Is(err, ErrCorrupt) || errors.As(err, &se) {
 			return Kept{}, err
 		}
-		return Kept{}, fmt.Errorf("persist: upload %s: %w", s.URI(fingerprint), permanent(err))
+		return Kept{}, fmt.Errorf("persist: upload %s: %w", s.URI(fingerprint), gcs.Permanent(err))
 	}
 	if err := w.Close(); err != nil {
-		if status(err) == http.StatusPreconditionFailed {
+		if gcs.Status(err) == http.StatusPreconditionFailed {
 			return Kept{Size: n}, nil
 		}
-		return Kept{}, fmt.Errorf("persist: upload %s: %w", s.URI(fingerprint), permanent(err))
+		return Kept{}, fmt.Errorf("persist: upload %s: %w", s.URI(fingerprint), gcs.Permanent(err))
 	}
 	return Kept{Size: n, Created: true}, nil
 }
@@ -143,21 +144,3 @@ func (s *GCSStore) existing(ctx context.Context, fingerprint string) (Kept, erro
 	return Kept{Size: n}, nil
 }
 
-// permanent marks a service error whose status retrying will not change
-// with sink.ErrPermanent: a 4xx other than 408 and 429. An error without a
-// status, a timeout or a 5xx is returned as it is.
-func permanent(err error) error {
-	if c := status(err); c >= 400 && c < 500 && c != http.StatusRequestTimeout && c != http.StatusTooManyRequests {
-		return fmt.Errorf("%w: %w", sink.ErrPermanent, err)
-	}
-	return err
-}
-
-// status returns the HTTP status of a service error, or 0.
-func status(err error) int {
-	var ge *googleapi.Error
-	if errors.As(err, &ge) {
-		return ge.Code
-	}
-	return 0
-}

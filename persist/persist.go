@@ -14,6 +14,7 @@ import (
 	"github.com/replicator-go/replicator/guard"
 	"github.com/replicator-go/replicator/internal/quote"
 	"github.com/replicator-go/replicator/sink"
+	"github.com/replicator-go/replicator/sink/gcs"
 )
 
 // The capability's names and sizes by default (docs/persist.md).
@@ -277,7 +278,7 @@ func (h *Handler) unreadable(err error, what string) capability.Outcome {
 // refusedStatus reports whether err carries a service status retrying will
 // not change (a 4xx other than 408 and 429).
 func refusedStatus(err error) bool {
-	return errors.Is(permanent(err), sink.ErrPermanent)
+	return errors.Is(gcs.Permanent(err), sink.ErrPermanent)
 }
 
 // fingerprintIn returns the fingerprint a blob URI's last path segment

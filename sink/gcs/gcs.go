@@ -215,7 +215,7 @@ func (s *Sink) store(ctx context.Context, spool *os.File, size int64, fp string,
 		if err == nil {
 			return true, nil
 		}
-		if status(err) == http.StatusPreconditionFailed {
+		if Status(err) == http.StatusPreconditionFailed {
 			err = s.restamp(opCtx, obj, now)
 			if err == nil {
 				s.log.Debug("gcs: blob already stored; customTime re-stamped",
@@ -223,7 +223,7 @@ func (s *Sink) store(ctx context.Context, spool *os.File, size int64, fp string,
 				return false, nil
 			}
 			if !errors.Is(err, storage.ErrObjectNotExist) || attempt >= maxAttempts {
-				return false, fmt.Errorf("gcs: re-stamp gs://%s/%s: %w", s.name, s.Object(fp), permanent(err))
+				return false, fmt.Errorf("gcs: re-stamp gs://%s/%s: %w", s.name, s.Object(fp), Permanent(err))
 			}
 			continue // reaped between the 412 and the re-stamp: create it again
 		}
@@ -234,7 +234,7 @@ func (s *Sink) store(ctx context.Context, spool *os.File, size int64, fp string,
 			return false, fmt.Errorf("gcs: upload gs://%s/%s: timed out after %v: %w", s.name, s.Object(fp), s.timeout, err)
 		}
 		if !storage.ShouldRetry(err) || attempt >= maxAttempts {
-			return false, fmt.Errorf("gcs: upload gs://%s/%s (attempt %d): %w", s.name, s.Object(fp), attempt, permanent(err))
+			return false, fmt.Errorf("gcs: upload gs://%s/%s (attempt %d): %w", s.name, s.Object(fp), attempt, Permanent(err))
 		}
 		s.log.Warn("gcs: upload failed; retrying",
 			slog.String("bucket", s.name), slog.String("fingerprint", fp),
@@ -324,20 +324,20 @@ func (r *reader) Close() error {
 	return err
 }
 
-// permanent marks a service error whose status retrying will not change
+// Permanent marks a service error whose status retrying will not change
 // with sink.ErrPermanent: a 4xx other than 408 and 429, which is how the
 // reference tells a provider's settled answer from a passing one (a 412 is
 // consumed by the create-if-absent before it gets here). An error without
 // a status, a timeout or a 5xx is returned as it is.
-func permanent(err error) error {
-	if c := status(err); c >= 400 && c < 500 && c != http.StatusRequestTimeout && c != http.StatusTooManyRequests {
+func Permanent(err error) error {
+	if c := Status(err); c >= 400 && c < 500 && c != http.StatusRequestTimeout && c != http.StatusTooManyRequests {
 		return fmt.Errorf("%w: %w", sink.ErrPermanent, err)
 	}
 	return err
 }
 
-// status returns the HTTP status of a service error, or 0.
-func status(err error) int {
+// Status returns the HTTP status of a GCS service error, or 0.
+func Status(err error) int {
 	var ge *googleapi.Error
 	if errors.As(err, &ge) {
 		return ge.Code
