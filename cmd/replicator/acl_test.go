@@ -14,6 +14,7 @@ import (
 
 	"github.com/replicator-go/replicator/envelope"
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/persist"
 	"github.com/replicator-go/replicator/policy/fleet"
 )
 
@@ -244,9 +245,9 @@ func TestWorkerWaitsOutAMissingGrant(t *testing.T) {
 	}
 }
 
-// TestACLDocumented: the ACL files, the fleet pacer's grant and
-// docs/operations.md say one thing. The full line is the minimal one with
-// fleet.ACLRule appended, and the docs show both parts.
+// TestACLDocumented: the ACL files, the fleet pacer's grant, the persist
+// grant and docs/operations.md say one thing. The full line is the minimal
+// one with fleet.ACLRule appended, and the docs show each part.
 func TestACLDocumented(t *testing.T) {
 	read := func(path string) string {
 		b, err := os.ReadFile(path)
@@ -272,7 +273,11 @@ func TestACLDocumented(t *testing.T) {
 		t.Error("full.acl differs from minimal.acl elsewhere than the worker's line")
 	}
 	ops := read("../../docs/operations.md")
-	for _, want := range []string{minimal, fleet.ACLRule} {
+	persistRule := persistGrant(persist.Capability(new(persist.Handler)))
+	if strings.Contains(minimal, "~"+persist.DefaultStream+" ") {
+		t.Errorf("minimal.acl grants %s; the persist grant is documented as its own line", persist.DefaultStream)
+	}
+	for _, want := range []string{minimal, fleet.ACLRule, persistRule} {
 		if !strings.Contains(ops, "\n"+want+"\n") {
 			t.Errorf("docs/operations.md does not show %q on a line of its own", want)
 		}

@@ -309,7 +309,7 @@ var settings = []setting{
 		}},
 	{name: "REPLICATOR_PERMANENT_BUCKET", def: "", blank: blankDefault,
 		forms:   "a bucket name",
-		meaning: "the permanent store's bucket: `content.replicate` also copies from `gs://<bucket>/blobs/<sha256>.bin`, which never expires, and no alias may bind it ([replicate.md, The source](replicate.md#the-source)); none reads the temp store only",
+		meaning: "the permanent store's bucket: `content.persist` keeps blobs there as `gs://<bucket>/blobs/<sha256>.bin`, which never expires ([persist.md](persist.md)), `content.replicate` also copies from there, and no alias may bind it ([replicate.md, The source](replicate.md#the-source)); none reads the temp store only, and persist cannot run",
 		set:     func(c *Config, v string) error { c.PermanentBucket = v; return nil }},
 	{name: "REPLICATOR_CONSUMER_NAME", def: "", blank: blankDefault,
 		shownDef: "derived from the group: `" + engine.ConsumerName(contentfetch.DefaultGroup) + "`",

@@ -101,9 +101,9 @@ func TestLoadConfigEverySetting(t *testing.T) {
 			def: []netip.Prefix(nil), blank: refused, good: "127.0.0.0/8, ::1, 203.0.113.0/24",
 			goodWant: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("203.0.113.0/24")},
 			bad:      []string{",", ",,", "10.0.0.1/8", "10.0.0.0/33", "localhost", "fe80::1%eth0"}},
-		{variable: "REPLICATOR_PERSIST_ENABLED", get: func(c Config) any { return true },
-			def: true, blank: refused, good: "FALSE", goodWant: true,
-			bad: []string{"true", "1", "yes", "On", "maybe"}},
+		{variable: "REPLICATOR_PERSIST_ENABLED", get: func(c Config) any { return c.PersistEnabled },
+			def: false, blank: refused, good: "On", goodWant: true,
+			bad: []string{"maybe", "2", "enabled"}},
 		{variable: "REPLICATOR_MIN_HOST_INTERVAL_SECONDS", get: func(c Config) any { return c.MinHostInterval },
 			def: time.Second, blank: refused, good: "0", goodWant: time.Duration(0),
 			bad: []string{"1e-10", "5e-7", "-0.1", "3601", "NaN", "one"}},
@@ -175,8 +175,11 @@ func TestLoadConfigEverySetting(t *testing.T) {
 			}
 			t.Run("good", func(t *testing.T) {
 				vars := map[string]string{tt.variable: tt.good}
-				if tt.variable == "REPLICATOR_BLOB_BACKEND" {
+				switch tt.variable {
+				case "REPLICATOR_BLOB_BACKEND":
 					vars["REPLICATOR_BLOB_BUCKET"] = "b"
+				case "REPLICATOR_PERSIST_ENABLED":
+					vars["REPLICATOR_PERMANENT_BUCKET"] = "p"
 				}
 				c, err := loadConfig(env(vars))
 				if err != nil {

@@ -11,7 +11,9 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/replicator-go/replicator/engine"
 	"github.com/replicator-go/replicator/guard"
+	"github.com/replicator-go/replicator/persist"
 )
 
 const inflightDescription = `Prints how many commands this host's worker holds unacknowledged: the
@@ -95,13 +97,20 @@ func runInflight(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 // countInflight sums the pending entries of this worker's consumers, its
-// current names and the old one, in both of its groups.
+// current names and the old one, in each of its groups: content.persist's
+// only when persist is on, as a worker with it off never reads that stream
+// and its Redis user may not be granted it (docs/operations.md, Redis ACL).
 func countInflight(ctx context.Context, c rueidis.Client, cfg Config) (int64, error) {
 	var total int64
-	for _, g := range []struct{ stream, group, name string }{
+	groups := []struct{ stream, group, name string }{
 		{streamCommands, cfg.ConsumerGroup, cfg.ConsumerName},
 		{streamReplicate, cfg.ReplicateConsumerGroup, cfg.ReplicateConsumerName},
-	} {
+	}
+	if cfg.PersistEnabled {
+		groups = append(groups, struct{ stream, group, name string }{
+			persist.DefaultStream, persist.DefaultGroup, engine.ConsumerName(persist.DefaultGroup)})
+	}
+	for _, g := range groups {
 		consumers, _, err := groupConsumers(ctx, c, g.stream, g.group)
 		if err != nil {
 			return 0, err

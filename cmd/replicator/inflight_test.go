@@ -8,10 +8,12 @@ import (
 	"testing"
 
 	"github.com/replicator-go/replicator/internal/testenv"
+	"github.com/replicator-go/replicator/persist"
 )
 
 // TestStatusInflight: the patching gate's count is this worker's pending
-// entries, its current names' and its old name's, in both groups; read as
+// entries, its current names' and its old name's, in its groups (persist's
+// only when it is on); read as
 // the worker's user or an operator's; and fails closed.
 func TestStatusInflight(t *testing.T) {
 	srv := testenv.StartRedis(t)
@@ -21,6 +23,7 @@ func TestStatusInflight(t *testing.T) {
 	leavePending(t, admin, streamCommands, "replicator.fetch", "replicator-fetch-2", 5) // another worker's
 	leavePending(t, admin, streamCommands, "replicator.fetch", "replicator@"+host, 1)   // left by an earlier version
 	leavePending(t, admin, streamReplicate, "replicator.replicate", "replicator-replicate-1", 1)
+	leavePending(t, admin, persist.DefaultStream, persist.DefaultGroup, "replicator-persist-1", 3) // counted while persist is on
 
 	dir := t.TempDir()
 	envFile := func(name string, lines ...string) string {
@@ -42,6 +45,8 @@ func TestStatusInflight(t *testing.T) {
 		{name: "as an operator's user", args: []string{"--env-file", asWorker, "--redis-url", aclUser(t, srv, "brokeradmin", operatorGrant...)}, want: "4\n"},
 		{name: "an override names the consumer counted", args: []string{"--env-file", asWorker},
 			env: []string{"REPLICATOR_CONSUMER_NAME=replicator-fetch-2"}, want: "7\n"},
+		{name: "persist on counts its group", args: []string{"--env-file", asWorker},
+			env: []string{"REPLICATOR_PERSIST_ENABLED=true", "REPLICATOR_PERMANENT_BUCKET=p"}, want: "7\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			res := runBinary(t, tt.env, append([]string{"status", "inflight"}, tt.args...)...)

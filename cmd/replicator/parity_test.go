@@ -129,7 +129,7 @@ func TestLoadConfigRefusesWhatIsUnsafeHere(t *testing.T) {
 		{"REPLICATOR_MAX_FETCH_TIMEOUT_SECONDS", "nan", "no ceiling at all", nil},
 		{"REPLICATOR_CONSUMER_GROUP", "replicator.replicate", "the two groups equal: which group's consumer name applies cannot be told", nil},
 		{"REPLICATOR_BLOCKED_DESTINATIONS", ",", "names no range: no value means fetch anything", nil},
-		{"REPLICATOR_PERSIST_ENABLED", "true", "content.persist is not implemented here", nil},
+		{"REPLICATOR_PERSIST_ENABLED", "true", "persisting with no REPLICATOR_PERMANENT_BUCKET has nowhere to keep the bytes", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.variable+"="+tt.value, func(t *testing.T) {

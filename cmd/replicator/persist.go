@@ -9,6 +9,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/replicator-go/replicator/engine"
+	"github.com/replicator-go/replicator/engine/capability"
 	"github.com/replicator-go/replicator/internal/redisacl"
 	"github.com/replicator-go/replicator/persist"
 	"github.com/replicator-go/replicator/sink"
@@ -56,7 +57,7 @@ func persistLoop(ctx context.Context, cfg Config, ecfg engine.Config, client rue
 	c := l.Capability()
 	if err := l.CreateGroup(ctx); redisacl.IsNoPerm(err) {
 		log.Warn("content.persist is off: the broker does not grant this worker its stream; fetch and replicate run",
-			"stream", c.Stream, "group", c.Group, "grant", fmt.Sprintf("~%s ~%s ~%s", c.Stream, c.FactsStream, c.DLQStream),
+			"stream", c.Stream, "group", c.Group, "grant", persistGrant(c),
 			"error", err)
 		gcs.Close()
 		return nil, persistRefused, func() {}, nil
@@ -65,4 +66,12 @@ func persistLoop(ctx context.Context, cfg Config, ecfg engine.Config, client rue
 	log.Info("content.persist ready", "group", c.Group, "consumer", c.Consumer, "permanent_bucket", cfg.PermanentBucket,
 		"timeout_seconds", h.Timeout().Seconds())
 	return l, persistOn, func() { gcs.Close() }, nil
+}
+
+// persistGrant is what a worker's Redis user needs beyond the production
+// broker's line to run c (docs/operations.md, Redis ACL): its command
+// stream and its dead-letter stream, and XADD on the latter. The facts
+// stream and the dedupe keys are those the other capabilities use.
+func persistGrant(c capability.Capability) string {
+	return fmt.Sprintf("~%s ~%s (+xadd ~%s)", c.Stream, c.DLQStream, c.DLQStream)
 }

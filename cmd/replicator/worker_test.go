@@ -33,8 +33,8 @@ func TestWorkerRefusesBadSettings(t *testing.T) {
 			want: []string{"REPLICATOR_BLOB_BUCKET"}},
 		{name: "the two groups equal", env: []string{"REPLICATOR_CONSUMER_GROUP=replicator.replicate"},
 			want: []string{"must name different groups"}},
-		{name: "content.persist asked for", env: []string{"REPLICATOR_PERSIST_ENABLED=true"},
-			want: []string{"content.persist is not implemented"}},
+		{name: "content.persist without a permanent bucket", env: []string{"REPLICATOR_PERSIST_ENABLED=true"},
+			want: []string{"REPLICATOR_PERSIST_ENABLED=true needs REPLICATOR_PERMANENT_BUCKET"}},
 		// Positive values too small for a time.Duration used to become 0,
 		// which the components read as their defaults.
 		{name: "blob TTL under a nanosecond", env: []string{"REPLICATOR_BLOB_TTL_SECONDS=1e-10"},
