@@ -155,7 +155,7 @@ func TestWorkerPersistsAFetchedBlob(t *testing.T) {
 	if n := strings.Count(logs, `"msg":"consumer group ready"`); n != 3 {
 		t.Errorf("%d consumer groups ready, want 3 (fetch, replicate, persist)", n)
 	}
-	if !strings.Contains(logs, `"content_persist":"enabled"`) {
+	if !strings.Contains(logs, `"persist":"enabled"`) {
 		t.Errorf("the ready line does not say content_persist enabled:\n%s", grepLines(logs, "worker ready"))
 	}
 	c := redisClient(t, srv)
@@ -308,7 +308,7 @@ func TestWorkerWithPersistOff(t *testing.T) {
 			mentions = append(mentions, l)
 		}
 	}
-	if len(mentions) != 1 || !strings.Contains(mentions[0], `"msg":"worker ready"`) || !strings.Contains(mentions[0], `"content_persist":"disabled"`) {
+	if len(mentions) != 1 || !strings.Contains(mentions[0], `"msg":"worker ready"`) || !strings.Contains(mentions[0], `"persist":"disabled"`) {
 		t.Errorf("persist is mentioned by %d lines, want only the ready line's content_persist disabled:\n%s", len(mentions), strings.Join(mentions, "\n"))
 	}
 }
@@ -383,7 +383,7 @@ func TestWorkerPersistUnderTheACL(t *testing.T) {
 				if strings.Count(refusals, "\n") != 0 || !strings.Contains(refusals, grant) {
 					t.Errorf("want one WARN line naming the grant %q, got:\n%s", grant, warns)
 				}
-				if !strings.Contains(logs, `"content_persist":"refused by the broker"`) {
+				if !strings.Contains(logs, `"persist":"refused by the broker"`) {
 					t.Errorf("the ready line does not say persist was refused:\n%s", grepLines(logs, "worker ready"))
 				}
 				if n, err := admin.Do(context.Background(), admin.B().Exists().Key(persist.DefaultStream).Build()).AsInt64(); err != nil || n != 0 {
@@ -407,7 +407,7 @@ func TestWorkerPersistUnderTheACL(t *testing.T) {
 				return
 			}
 
-			if strings.Contains(logs, "content.persist is off") || !strings.Contains(logs, `"content_persist":"enabled"`) {
+			if strings.Contains(logs, "content.persist is off") || !strings.Contains(logs, `"persist":"enabled"`) {
 				t.Errorf("persist did not run with its grant:\n%s", tail(logs, 3000))
 			}
 			// Commands for content.persist come from an issuer; the

@@ -36,7 +36,7 @@ func logReady(ctx context.Context, log *slog.Logger, cfg Config, aliases []strin
 		// This worker's own.
 		"content_fetch", "enabled",
 		"content_replicate", "enabled",
-		"content_persist", persisting,
+		"persist", persisting,
 		"concurrency", cfg.Concurrency,
 		"robots", map[bool]string{false: "ignore", true: "obey"}[cfg.ObeyRobots],
 		"pacing", map[bool]string{false: "local", true: "fleet"}[fleet],
