@@ -37,6 +37,12 @@ const (
 	// host's window (docs/operations.md, Memory).
 	DefaultHeldPerRequest = 2
 	MinDefaultMaxHeld     = 256
+	// SpareHandlings is how many handlings may run beyond the Fetcher's
+	// requests in flight: they do the work before a request (the options,
+	// the guard, the pacer) while every place is taken, so a place freed is
+	// taken again at once. A handling waiting for its host's window parks
+	// instead, so no more goroutines than this wait for a place.
+	SpareHandlings = 16
 	// DrainMargin is added to the Fetcher's MaxFetchTime for the default
 	// DrainTimeout, so a fetch that ends at its bound can still record its
 	// fate.
@@ -52,7 +58,8 @@ func DefaultMaxHeld(concurrency int) int {
 // Capability is content.fetch as the engine runs it, handled by h: its
 // default keys, commands queued per host, as many handlings at once as
 // h's Fetcher has requests in flight (DefaultConcurrency when it is
-// unbounded), and a drain long enough for the longest fetch. Set a field of
+// unbounded) and SpareHandlings more, and a drain long enough for the
+// longest fetch. Set a field of
 // the result to override it.
 func Capability(h *Handler) capability.Capability {
 	_, concurrency := h.fetcher.InFlight()
@@ -68,7 +75,7 @@ func Capability(h *Handler) capability.Capability {
 		FactsStream:     DefaultFactsStream,
 		DLQStream:       DefaultDLQStream,
 		DedupePrefix:    DefaultDedupePrefix,
-		Concurrency:     concurrency,
+		Concurrency:     concurrency + SpareHandlings,
 		MaxHeld:         DefaultMaxHeld(concurrency),
 		MaxHeldPerKey:   DefaultMaxHeldPerHost,
 		MaxActivePerKey: DefaultMaxActivePerHost,

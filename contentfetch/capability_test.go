@@ -40,8 +40,9 @@ func TestCapabilitySizes(t *testing.T) {
 				c.DLQStream != contentfetch.DefaultDLQStream || c.DedupePrefix != contentfetch.DefaultDedupePrefix || c.Consumer != "" {
 				t.Errorf("keys = %+v, want the defaults", c)
 			}
-			if c.Concurrency != tt.wantConcurrency || c.MaxHeld != contentfetch.DefaultMaxHeld(tt.wantConcurrency) {
-				t.Errorf("concurrency %d, max held %d; want %d, %d", c.Concurrency, c.MaxHeld, tt.wantConcurrency, contentfetch.DefaultMaxHeld(tt.wantConcurrency))
+			want := tt.wantConcurrency + contentfetch.SpareHandlings
+			if c.Concurrency != want || c.MaxHeld != contentfetch.DefaultMaxHeld(tt.wantConcurrency) {
+				t.Errorf("concurrency %d, max held %d; want %d, %d", c.Concurrency, c.MaxHeld, want, contentfetch.DefaultMaxHeld(tt.wantConcurrency))
 			}
 			if c.MaxHeldPerKey != contentfetch.DefaultMaxHeldPerHost || c.MaxActivePerKey != contentfetch.DefaultMaxActivePerHost {
 				t.Errorf("per host: held %d, active %d", c.MaxHeldPerKey, c.MaxActivePerKey)

@@ -554,8 +554,8 @@ func TestWorkerOptionsDefaults(t *testing.T) {
 		DLQStream:       "content.fetch.dlq",
 		DedupePrefix:    "replicator:cmd:fetch:",
 		Consumer:        "c",
-		Concurrency:     7,   // the Fetcher's MaxInFlight
-		MaxHeld:         256, // the floor: 2 × 7 is less
+		Concurrency:     7 + contentfetch.SpareHandlings, // the Fetcher's MaxInFlight, and the spares
+		MaxHeld:         256,                             // the floor: 2 × 7 is less
 		MaxHeldPerKey:   64,
 		MaxActivePerKey: 4,
 		DrainTimeout:    40 * time.Second,
