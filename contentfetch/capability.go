@@ -111,9 +111,14 @@ func hostOf(raw string) string {
 }
 
 // Handle fetches a command Decode made (Fetch), its politeness waits cut
-// short once the engine begins to shut down.
+// short once the engine begins to shut down. A command that has not parked
+// yet parks for any wait over ParkAfter (HandlerOptions).
 func (h *Handler) Handle(ctx context.Context, c *capability.Command) capability.Outcome {
-	out := h.Fetch(ctx, c.Value.(*envelope.ContentFetch), c.Stop)
+	maxWait := h.maxWait
+	if c.Parks == 0 && h.parkAfter > 0 && (maxWait == 0 || h.parkAfter < maxWait) {
+		maxWait = h.parkAfter
+	}
+	out := h.fetch(ctx, c.Value.(*envelope.ContentFetch), c.Stop, maxWait)
 	var size int64
 	if out.Label == Stored {
 		size = out.Stored

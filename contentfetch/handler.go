@@ -68,6 +68,12 @@ type HandlerOptions struct {
 	// due without a goroutine asleep on it. Zero means sleep through any
 	// wait.
 	MaxWait time.Duration
+	// ParkAfter, when set and below MaxWait (or MaxWait unset), is the longest wait a
+	// command that has not parked yet sleeps through (Command.Parks, when
+	// the engine runs the Handler); a longer one parks it. Once parked, it
+	// sleeps through waits up to MaxWait, so a redirect chain whose every
+	// hop waits for its host still makes progress. Zero means MaxWait.
+	ParkAfter time.Duration
 	// RoomWait is how long a command the sink has no room for is parked
 	// before the sink is asked again. Zero means MaxWait, or
 	// DefaultRoomWait without one.
@@ -84,6 +90,7 @@ type Handler struct {
 	sink       sink.Sink
 	maxTimeout time.Duration
 	maxWait    time.Duration
+	parkAfter  time.Duration
 	roomWait   time.Duration
 	log        *slog.Logger
 	clock      clock
@@ -99,6 +106,7 @@ func NewHandler(opts HandlerOptions) *Handler {
 		sink:       opts.Sink,
 		maxTimeout: opts.MaxTimeout,
 		maxWait:    opts.MaxWait,
+		parkAfter:  cmp.Or(opts.ParkAfter, opts.MaxWait),
 		roomWait:   cmp.Or(opts.RoomWait, opts.MaxWait, DefaultRoomWait),
 		log:        opts.Logger,
 		clock:      wallClock,
@@ -121,7 +129,12 @@ func NewHandler(opts HandlerOptions) *Handler {
 // (ErrStopping) and nothing is sent, so a worker shutting down never
 // fetches unpaced, while fetches already sent run on (cancel ctx to end
 // them). Nil means only ctx ends a wait.
-func (h *Handler) Fetch(ctx context.Context, cmd *envelope.ContentFetch, stop <-chan struct{}) (out Outcome) {
+func (h *Handler) Fetch(ctx context.Context, cmd *envelope.ContentFetch, stop <-chan struct{}) Outcome {
+	return h.fetch(ctx, cmd, stop, h.maxWait)
+}
+
+// fetch is Fetch with the longest politeness wait slept through.
+func (h *Handler) fetch(ctx context.Context, cmd *envelope.ContentFetch, stop <-chan struct{}, maxWait time.Duration) (out Outcome) {
 	start := h.clock.now()
 	defer func() {
 		if p := recover(); p != nil {
@@ -135,7 +148,7 @@ func (h *Handler) Fetch(ctx context.Context, cmd *envelope.ContentFetch, stop <-
 	if err != nil {
 		return h.classify(cmd, nil, err)
 	}
-	req := fetch.Request{URL: cmd.URL, Headers: opts.Headers, Timeout: opts.Timeout, PacingWait: h.pacingWait(stop)}
+	req := fetch.Request{URL: cmd.URL, Headers: opts.Headers, Timeout: opts.Timeout, PacingWait: h.pacingWait(stop, maxWait)}
 	res, err := h.fetcher.Fetch(ctx, req, h.sink)
 	if err == nil {
 		if res.NotModified() {
@@ -152,9 +165,9 @@ func (h *Handler) Fetch(ctx context.Context, cmd *envelope.ContentFetch, stop <-
 
 // pacingWait spends a hop's politeness wait: slept through up to MaxWait,
 // refused beyond it (ErrParked), cut short by stop (ErrStopping).
-func (h *Handler) pacingWait(stop <-chan struct{}) func(ctx context.Context, host string, waited, wait time.Duration) error {
+func (h *Handler) pacingWait(stop <-chan struct{}, maxWait time.Duration) func(ctx context.Context, host string, waited, wait time.Duration) error {
 	return func(ctx context.Context, host string, waited, wait time.Duration) error {
-		if h.maxWait > 0 && waited+wait > h.maxWait {
+		if maxWait > 0 && waited+wait > maxWait {
 			return &ParkedError{Host: host, Wait: wait}
 		}
 		return h.clock.sleep(ctx, stop, wait)

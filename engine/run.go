@@ -321,6 +321,7 @@ func (r *run) safeHandle(h *task) (out capability.Outcome) {
 		}
 	}()
 	h.Command.Stop = r.stopped
+	h.Command.Parks = h.parks
 	return r.l.handler.Handle(r.handleCtx, h.Command)
 }
 

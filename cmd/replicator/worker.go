@@ -447,8 +447,9 @@ func (c Config) engine(log *slog.Logger, reg prometheus.Registerer) engine.Confi
 	}
 }
 
-// parkAfter is the longest politeness wait a fetch sleeps through: one
-// too short to be worth a trip through the scheduler.
+// parkAfter is the longest politeness wait a command that has not parked
+// yet sleeps through: one too short to be worth a trip through the
+// scheduler.
 const parkAfter = time.Millisecond
 
 // fetchCapability is content.fetch on fetcher and blobs, with the
@@ -458,10 +459,13 @@ func (c Config) fetchCapability(fetcher *fetch.Fetcher, blobs sink.Sink, log *sl
 		Fetcher:    fetcher,
 		Sink:       blobs,
 		MaxTimeout: c.MaxFetchTimeout,
-		// Every politeness wait parks the command in memory until its
-		// host is due: it then holds no goroutine and no place in flight
-		// (docs/politeness.md, Spending a wait).
-		MaxWait: parkAfter,
+		// A politeness wait parks the command in memory until its host is
+		// due: it then holds no goroutine and no place in flight. Once
+		// parked, a command sleeps through waits up to a read's block, so a
+		// redirect chain makes progress (docs/politeness.md, Spending a
+		// wait).
+		MaxWait:   c.ReadBlock,
+		ParkAfter: parkAfter,
 		// A store with no room is asked again a read's block later.
 		RoomWait: c.ReadBlock,
 		Logger:   log,

@@ -114,6 +114,11 @@ type Command struct {
 	Attrs []slog.Attr
 	// Value is the decoded command, the Handler's own type.
 	Value any
+	// Parks counts how often the command has parked so far; the engine
+	// sets it before each handling. A handler may sleep through a short
+	// wait rather than park a command that parked before, so a handling
+	// with several waits (a redirect chain) makes progress.
+	Parks int
 	// Stop is closed when the engine begins to shut down: a handling that
 	// waits for anything (a politeness window) should end then, Retry,
 	// having sent nothing. The engine sets it before each handling; nil
