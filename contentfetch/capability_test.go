@@ -175,3 +175,34 @@ func TestHandleIsFetch(t *testing.T) {
 		t.Errorf("origin saw %d requests, want 1", n)
 	}
 }
+
+// TestHandleParksOnlyBeforeItHasParked: a command that has not parked yet
+// parks for any wait over ParkAfter; once parked, it sleeps through waits
+// up to MaxWait, so a redirect chain whose every hop waits for its host
+// ends instead of starting over at each park.
+func TestHandleParksOnlyBeforeItHasParked(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/a", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/b", http.StatusFound) })
+	mux.HandleFunc("/b", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("end")) })
+	const interval = 50 * time.Millisecond
+	h := fetchenv.New(t, mux, fetchenv.Options{Interval: interval, MaxWait: 5 * time.Second, ParkAfter: time.Millisecond})
+	c, err := h.Handler.Decode(wire(t, fetchenv.Command(h.URL("origin.test", "/a"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The first hop goes at once; the second waits for the host: parked.
+	out := h.Handler.Handle(t.Context(), c)
+	if out.Fate != capability.Park || out.Wait <= 0 || out.Wait > interval || out.Key != "origin.test" {
+		t.Fatalf("first handling: %v, wait %v, key %q (%v); want parked up to %v for origin.test", out.Name(), out.Wait, out.Key, out.Err, interval)
+	}
+	// Parked once, it sleeps through each hop's window: the chain ends.
+	c.Parks = 1
+	out = h.Handler.Handle(t.Context(), c)
+	if out.Fate != capability.Complete || out.Label != contentfetch.Stored {
+		t.Fatalf("after a park: %v (%v), want stored", out.Name(), out.Err)
+	}
+	if n := h.Origin.Count(); n != 3 {
+		t.Errorf("origin saw %d requests, want 3 (a, then a and b)", n)
+	}
+}

@@ -82,7 +82,9 @@ type Options struct {
 	Interval time.Duration // pacing floor for every host; 0 = none
 	Fetch    fetch.Options // Guard, Pacer and Logger are filled in when nil
 	MaxWait  time.Duration // the handler's MaxWait
-	Stop     <-chan struct{}
+	// ParkAfter is the handler's ParkAfter.
+	ParkAfter time.Duration
+	Stop      <-chan struct{}
 }
 
 // New starts an origin serving h and builds the harness around it; both
@@ -103,7 +105,7 @@ func New(t *testing.T, h http.Handler, o Options) *Harness {
 	}
 	hs.Fetcher = fetch.New(opts)
 	t.Cleanup(hs.Fetcher.Close)
-	hs.Handler = contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: hs.Fetcher, Sink: hs.Sink, MaxWait: o.MaxWait, Logger: Quiet})
+	hs.Handler = contentfetch.NewHandler(contentfetch.HandlerOptions{Fetcher: hs.Fetcher, Sink: hs.Sink, MaxWait: o.MaxWait, ParkAfter: o.ParkAfter, Logger: Quiet})
 	return hs
 }
 
