@@ -143,4 +143,3 @@ func (s *GCSStore) existing(ctx context.Context, fingerprint string) (Kept, erro
 	}
 	return Kept{Size: n}, nil
 }
-
