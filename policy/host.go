@@ -27,7 +27,13 @@ import (
 func HostKey(host string) string {
 	name, err := guard.ASCIIHost(host)
 	if err != nil {
-		name = host
+		// Lower-casing may make a name with no ASCII form one with it
+		// ("Ӏ" to "ӏ"): take that form, so the key passes through again
+		// unchanged.
+		name = strings.TrimRight(strings.ToLower(host), ".")
+		if ascii, err := guard.ASCIIHost(name); err == nil {
+			name = ascii
+		}
 	}
 	key := strings.TrimRight(strings.ToLower(name), ".")
 	if a, ok := guard.ParseIPLiteral(key); ok {

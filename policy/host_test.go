@@ -76,6 +76,7 @@ func FuzzHostKey(f *testing.F) {
 	f.Add("bücher-.test")       // no ASCII form
 	f.Add("İ.test")             // lower-cases to two runes
 	f.Add("[::aaaa%000.]")      // a zone ending in a dot
+	f.Add("Ӏ")                  // no ASCII form until lower-cased
 	f.Fuzz(func(t *testing.T, host string) {
 		key := HostKey(host)
 		if again := HostKey(key); again != key {
